@@ -1,0 +1,26 @@
+# Developer recipes (install `just` with the dev extra: pip install -e '.[dev]').
+
+default: check test
+
+# ruff (lint + format check) and mypy strict
+check:
+    ruff check .
+    ruff format --check .
+    mypy --strict trioagent
+
+# the test suite
+test *ARGS:
+    python -m pytest {{ARGS}}
+
+# tests with branch coverage
+cov:
+    coverage run -m pytest
+    coverage report
+
+# micro-benchmarks (ratios against a baseline measured in the same run)
+bench:
+    for f in benchmarks/*.py; do echo "== $f"; python "$f"; done
+
+# the example suite against the embedded local model server
+examples:
+    python -m trioagent examples

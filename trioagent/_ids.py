@@ -1,0 +1,48 @@
+"""Replaceable factories for generated ids and timestamps.
+
+Every id the library generates is ``uuid4().hex`` and every timestamp is a local, naive
+``datetime.now().isoformat()``, as in the reference.  Tests and deterministic replays swap
+the factories with :func:`set_id_factory` / :func:`set_timestamp_factory`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+__all__ = ["generate_id", "generate_timestamp", "set_id_factory", "set_timestamp_factory"]
+
+
+def _default_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _default_timestamp() -> str:
+    return datetime.now().isoformat()
+
+
+_id_factory: Callable[[], str] = _default_id
+_timestamp_factory: Callable[[], str] = _default_timestamp
+
+
+def generate_id() -> str:
+    """Return a new id from the current id factory."""
+    return _id_factory()
+
+
+def generate_timestamp() -> str:
+    """Return the current timestamp from the current timestamp factory."""
+    return _timestamp_factory()
+
+
+def set_id_factory(factory: Callable[[], str] | None) -> None:
+    """Replace the id factory; ``None`` restores ``uuid4().hex``."""
+    global _id_factory
+    _id_factory = factory if factory is not None else _default_id
+
+
+def set_timestamp_factory(factory: Callable[[], str] | None) -> None:
+    """Replace the timestamp factory; ``None`` restores ``datetime.now().isoformat()``."""
+    global _timestamp_factory
+    _timestamp_factory = factory if factory is not None else _default_timestamp

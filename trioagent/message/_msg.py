@@ -1,0 +1,396 @@
+"""``Msg``: one message of a conversation, and the role-specific factories."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
+
+import attrs
+
+from .._ids import generate_id, generate_timestamp
+from ..types import ErrorInfo, ReplyFinishedReason
+from ._blocks import (
+    CONTENT_BLOCK_TYPES,
+    Base64Source,
+    ContentBlock,
+    DataBlock,
+    HintBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultBlock,
+    ToolResultState,
+    URLSource,
+    merge_base64,
+)
+
+if TYPE_CHECKING:
+    from ..event import AgentEvent
+
+__all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
+
+logger = logging.getLogger("trioagent.message")
+
+Role: TypeAlias = Literal["user", "assistant", "system"]
+_ROLE_BLOCKS: dict[str, tuple[type, ...]] = {
+    "user": (TextBlock, DataBlock),
+    "system": (TextBlock,),
+    "assistant": CONTENT_BLOCK_TYPES,
+}
+_B = TypeVar("_B")
+
+
+@attrs.define(kw_only=True)
+class Usage:
+    """Token usage of a reply (summed over its model calls)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+
+def _check_role(instance: Msg, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in _ROLE_BLOCKS:
+        raise ValueError(f"Msg.role must be 'user', 'assistant' or 'system', got {value!r}")
+
+
+def _check_content(instance: Msg, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, str):
+        raise TypeError(
+            "Msg.content must be a list of blocks; use UserMsg/AssistantMsg/SystemMsg to wrap a str"
+        )
+    if not isinstance(value, list):
+        raise TypeError(f"Msg.content must be a list of blocks, got {type(value).__name__}")
+    for i, block in enumerate(value):
+        if not isinstance(block, CONTENT_BLOCK_TYPES):
+            raise TypeError(f"Msg.content[{i}] is not a content block: {type(block).__name__}")
+
+
+@attrs.define
+class Msg:
+    """A message: who said it (``name``, ``role``) and what (``content`` blocks).
+
+    Role validation: a ``user`` message holds only text and data blocks, a ``system`` message
+    only text blocks; an ``assistant`` message may hold anything.  ``finished_reason``,
+    ``finished_at``, ``usage``, ``structured_output`` and ``error`` are set on the final
+    message a reply returns.
+    """
+
+    name: str
+    content: list[ContentBlock] = attrs.field(validator=_check_content)
+    role: Role = attrs.field(validator=_check_role)
+    id: str = attrs.field(kw_only=True, factory=generate_id)
+    metadata: dict[str, Any] = attrs.field(kw_only=True, factory=dict)
+    created_at: str = attrs.field(kw_only=True, factory=generate_timestamp)
+    usage: Usage | None = attrs.field(kw_only=True, default=None)
+    finished_at: str | None = attrs.field(kw_only=True, default=None)
+    finished_reason: ReplyFinishedReason | None = attrs.field(
+        kw_only=True,
+        default=None,
+        converter=attrs.converters.optional(ReplyFinishedReason),
+    )
+    structured_output: dict[str, Any] | None = attrs.field(kw_only=True, default=None)
+    error: ErrorInfo | None = attrs.field(kw_only=True, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        allowed = _ROLE_BLOCKS[self.role]
+        for block in self.content:
+            if not isinstance(block, allowed):
+                raise ValueError(f"a {self.role} message cannot hold a {block.type!r} block")
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @overload
+    def get_content_blocks(self, block_type: None = None) -> list[ContentBlock]: ...
+    @overload
+    def get_content_blocks(self, block_type: type[_B]) -> list[_B]: ...
+    @overload
+    def get_content_blocks(self, block_type: str | Sequence[str]) -> list[ContentBlock]: ...
+
+    def get_content_blocks(self, block_type: Any = None) -> list[Any]:
+        """The blocks of a type (a class, a tag such as ``"text"``, a list of tags, or all)."""
+        if block_type is None:
+            return list(self.content)
+        if isinstance(block_type, type):
+            return [b for b in self.content if isinstance(b, block_type)]
+        tags = {block_type} if isinstance(block_type, str) else set(block_type)
+        return [b for b in self.content if b.type in tags]
+
+    def has_content_blocks(self, block_type: Any = None) -> bool:
+        """Whether the message holds any block of the type (any block at all for ``None``)."""
+        return bool(self.get_content_blocks(block_type))
+
+    def get_text_content(self, sep: str = "\n") -> str | None:
+        """The text blocks joined by ``sep``; ``None`` when there is no text block."""
+        texts = [b.text for b in self.content if isinstance(b, TextBlock)]
+        return sep.join(texts) if texts else None
+
+    def append_usage(self, usage: Usage) -> None:
+        """Add a model call's usage (copied on first use)."""
+        if self.usage is None:
+            self.usage = attrs.evolve(usage)
+            return
+        self.usage.input_tokens += usage.input_tokens
+        self.usage.output_tokens += usage.output_tokens
+        self.usage.cache_input_tokens += usage.cache_input_tokens
+        self.usage.cache_creation_input_tokens += usage.cache_creation_input_tokens
+
+    # -- rebuilding from events --------------------------------------------------------------
+
+    def _find(self, block_id: str, cls: type[_B]) -> _B | None:
+        for block in reversed(self.content):
+            if isinstance(block, cls) and block.id == block_id:
+                return block
+        return None
+
+    def _missing(self, event: AgentEvent, block_id: str) -> None:
+        logger.warning("Msg.append_event: no block %r for %s; skipped", block_id, event.type)
+
+    def append_event(self, event: AgentEvent) -> None:
+        """Apply one event of a reply's stream to this message (reference/agent.md §1.3).
+
+        Custom events are skipped; an event of another reply, or a delta/end event whose block
+        is missing, is skipped with a warning — never raised, so a consumer can rebuild a
+        message from a stream it joined late.
+        """
+        from .. import event as ev  # local: event imports this module
+
+        if isinstance(event, ev.CustomEvent):
+            return
+        if event.reply_id != self.id:
+            logger.warning(
+                "Msg.append_event: event for reply %r applied to message %r; skipped",
+                event.reply_id,
+                self.id,
+            )
+            return
+        match event:
+            case ev.ReplyEndEvent():
+                self.finished_at = event.created_at
+                self.finished_reason = ReplyFinishedReason(event.finished_reason)
+                self.error = event.error
+            case ev.ModelCallEndEvent():
+                self.append_usage(
+                    Usage(
+                        input_tokens=event.input_tokens,
+                        output_tokens=event.output_tokens,
+                        cache_input_tokens=event.cache_input_tokens,
+                        cache_creation_input_tokens=event.cache_creation_input_tokens,
+                    )
+                )
+            case ev.TextBlockStartEvent():
+                self.content.append(TextBlock(id=event.block_id, text=""))
+            case ev.TextBlockDeltaEvent():
+                if (text := self._find(event.block_id, TextBlock)) is None:
+                    return self._missing(event, event.block_id)
+                text.text += event.delta
+            case ev.TextBlockEndEvent():
+                if (text := self._find(event.block_id, TextBlock)) is None:
+                    return self._missing(event, event.block_id)
+                text.finished_at = event.created_at
+                if event.text is not None:
+                    text.text = event.text
+            case ev.ThinkingBlockStartEvent():
+                self.content.append(ThinkingBlock(id=event.block_id, thinking=""))
+            case ev.ThinkingBlockDeltaEvent():
+                if (thinking := self._find(event.block_id, ThinkingBlock)) is None:
+                    return self._missing(event, event.block_id)
+                thinking.thinking += event.delta
+            case ev.ThinkingBlockEndEvent():
+                if (thinking := self._find(event.block_id, ThinkingBlock)) is None:
+                    return self._missing(event, event.block_id)
+                thinking.finished_at = event.created_at
+            case ev.DataBlockStartEvent():
+                self.content.append(
+                    DataBlock(
+                        id=event.block_id,
+                        source=Base64Source(data="", media_type=event.media_type),
+                        name=event.name,
+                    )
+                )
+            case ev.DataBlockDeltaEvent():
+                if (data := self._find(event.block_id, DataBlock)) is None:
+                    return self._missing(event, event.block_id)
+                _apply_data_delta(data, event.media_type, event.data, event.url)
+            case ev.DataBlockEndEvent():
+                if (data := self._find(event.block_id, DataBlock)) is None:
+                    return self._missing(event, event.block_id)
+                data.finished_at = event.created_at
+            case ev.HintBlockEvent():
+                self.content.append(
+                    HintBlock(
+                        id=event.block_id,
+                        source=event.source,
+                        hint=copy.deepcopy(event.hint),
+                        created_at=event.created_at,
+                        finished_at=event.created_at,
+                    )
+                )
+            case ev.ToolCallStartEvent():
+                self.content.append(ToolCallBlock(id=event.tool_call_id, name=event.tool_call_name))
+            case ev.ToolCallDeltaEvent():
+                if (call := self._find(event.tool_call_id, ToolCallBlock)) is None:
+                    return self._missing(event, event.tool_call_id)
+                call.input += event.delta
+            case ev.ToolCallEndEvent():
+                if (call := self._find(event.tool_call_id, ToolCallBlock)) is None:
+                    return self._missing(event, event.tool_call_id)
+                call.finished_at = event.created_at
+            case ev.ToolResultStartEvent():
+                self.content.append(
+                    ToolResultBlock(id=event.tool_call_id, name=event.tool_call_name, output=[])
+                )
+            case ev.ToolResultTextDeltaEvent():
+                if (result := self._find(event.tool_call_id, ToolResultBlock)) is None:
+                    return self._missing(event, event.tool_call_id)
+                output = _as_list(result)
+                if output and isinstance(output[-1], TextBlock):
+                    output[-1].text += event.delta
+                else:
+                    output.append(TextBlock(text=event.delta))
+            case ev.ToolResultDataDeltaEvent():
+                if (result := self._find(event.tool_call_id, ToolResultBlock)) is None:
+                    return self._missing(event, event.tool_call_id)
+                output = _as_list(result)
+                block = next(
+                    (b for b in output if isinstance(b, DataBlock) and b.id == event.block_id), None
+                )
+                if block is None:
+                    block = DataBlock(
+                        id=event.block_id, source=Base64Source(data="", media_type=event.media_type)
+                    )
+                    output.append(block)
+                _apply_data_delta(block, event.media_type, event.data, event.url)
+            case ev.ToolResultEndEvent():
+                if (result := self._find(event.tool_call_id, ToolResultBlock)) is None:
+                    return self._missing(event, event.tool_call_id)
+                result.state = ToolResultState(event.state)
+                result.metadata = dict(event.metadata)
+                result.finished_at = event.created_at
+                if (call := self._find(event.tool_call_id, ToolCallBlock)) is not None:
+                    call.state = ToolCallState.FINISHED
+            case ev.RequireUserConfirmEvent():
+                for asked in event.tool_calls:
+                    if (call := self._find(asked.id, ToolCallBlock)) is not None:
+                        call.state = ToolCallState.ASKING
+                        call.suggested_rules = list(asked.suggested_rules)
+            case ev.UserConfirmResultEvent():
+                for confirm in event.confirm_results:
+                    call = self._find(confirm.tool_call.id, ToolCallBlock)
+                    if call is not None and call.state == ToolCallState.ASKING:
+                        call.state = (
+                            ToolCallState.ALLOWED if confirm.confirmed else ToolCallState.FINISHED
+                        )
+            case ev.RequireExternalExecutionEvent():
+                for submitted in event.tool_calls:
+                    if (call := self._find(submitted.id, ToolCallBlock)) is not None:
+                        call.state = ToolCallState.SUBMITTED
+            case ev.ExternalExecutionResultEvent():
+                for result in event.execution_results:
+                    if self._find(result.id, ToolResultBlock) is None:
+                        added = copy.deepcopy(result)
+                        if added.finished_at is None:
+                            added.finished_at = event.created_at
+                        self.content.append(added)
+            case _:
+                pass  # REPLY_START, MODEL_CALL_START, EXCEED_MAX_ITERS, USER_INTERRUPT: no-ops
+        return None
+
+
+def _as_list(result: ToolResultBlock) -> list[TextBlock | DataBlock]:
+    if isinstance(result.output, str):
+        result.output = [TextBlock(text=result.output)] if result.output else []
+    return result.output
+
+
+def _apply_data_delta(block: DataBlock, media_type: str, data: str | None, url: str | None) -> None:
+    if url is not None:
+        block.source = URLSource(url=url, media_type=media_type)
+    elif data is not None:
+        old = block.source.data if isinstance(block.source, Base64Source) else ""
+        block.source = Base64Source(data=merge_base64(old, data), media_type=media_type)
+
+
+def _wrap(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    return list(content)
+
+
+def UserMsg(
+    name: str,
+    content: str | Sequence[TextBlock | DataBlock],
+    *,
+    metadata: dict[str, Any] | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
+) -> Msg:
+    """A user message; a str becomes a ``TextBlock``; ``finished_at`` defaults to ``created_at``."""
+    created = created_at or generate_timestamp()
+    return Msg(
+        name,
+        _wrap(content),
+        "user",
+        id=id or generate_id(),
+        metadata=metadata or {},
+        created_at=created,
+        finished_at=finished_at or created,
+        finished_reason=finished_reason,
+    )
+
+
+def SystemMsg(
+    name: str,
+    content: str | Sequence[TextBlock],
+    *,
+    metadata: dict[str, Any] | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
+) -> Msg:
+    """A system message (text only); ``finished_at`` defaults to ``created_at``."""
+    created = created_at or generate_timestamp()
+    return Msg(
+        name,
+        _wrap(content),
+        "system",
+        id=id or generate_id(),
+        metadata=metadata or {},
+        created_at=created,
+        finished_at=finished_at or created,
+        finished_reason=finished_reason,
+    )
+
+
+def AssistantMsg(
+    name: str,
+    content: str | Sequence[ContentBlock],
+    *,
+    metadata: dict[str, Any] | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    structured_output: dict[str, Any] | None = None,
+    id: str | None = None,
+    usage: Usage | None = None,
+) -> Msg:
+    """An assistant message; ``finished_at`` stays ``None`` unless given."""
+    return Msg(
+        name,
+        _wrap(content),
+        "assistant",
+        id=id or generate_id(),
+        metadata=metadata or {},
+        created_at=created_at or generate_timestamp(),
+        finished_at=finished_at,
+        finished_reason=finished_reason,
+        structured_output=structured_output,
+        usage=usage,
+    )

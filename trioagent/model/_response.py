@@ -1,0 +1,54 @@
+"""What a chat model returns: :class:`ChatResponse` chunks and :class:`ChatUsage`."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+from .._ids import generate_id, generate_timestamp
+from ..message._blocks import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import FinishedReason
+
+__all__ = ["ChatResponse", "ChatUsage", "ResponseBlock"]
+
+ResponseBlock: TypeAlias = TextBlock | ToolCallBlock | ThinkingBlock | DataBlock
+
+
+@attrs.define(kw_only=True)
+class ChatUsage:
+    """Token usage of one model call; ``time`` is seconds since the request started.
+
+    The cache counters may be reported as ``None`` by a provider; the agent normalizes them to 0.
+    """
+
+    type: ClassVar[str] = "chat"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    time: float = 0.0
+    cache_creation_input_tokens: int | None = 0
+    cache_input_tokens: int | None = 0
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class ChatResponse:
+    """One chunk of a model's answer.
+
+    Streaming contract: chunks with ``is_last=False`` carry *deltas* (text fragments, a fragment
+    of a tool call's ``input`` under a stable block id); exactly one final chunk has
+    ``is_last=True`` and the complete accumulated content.  A non-streaming call returns just
+    the final chunk.  ``finished_reason`` is ``INTERRUPTED`` on the partial response of a
+    cancelled call.
+    """
+
+    type: ClassVar[str] = "chat_response"
+    content: list[ResponseBlock] = attrs.field(factory=list)
+    is_last: bool = True
+    id: str = attrs.field(factory=generate_id)
+    created_at: str = attrs.field(factory=generate_timestamp)
+    usage: ChatUsage | None = None
+    finished_reason: FinishedReason = attrs.field(
+        default=FinishedReason.COMPLETED, converter=FinishedReason
+    )
+    metadata: dict[str, Any] = attrs.field(factory=dict)
