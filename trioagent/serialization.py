@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, get_args
 
@@ -130,8 +131,7 @@ def unstructure(obj: Any, as_type: Any = None) -> Any:
 def structure(data: Any, as_type: type[T] | Any) -> T:
     """Build ``as_type`` from plain data; raises :class:`SerializationError`."""
     try:
-        result: T = converter.structure(data, as_type)
-        return result
+        return typing.cast(T, converter.structure(data, as_type))
     except (cattrs.BaseValidationError, cattrs.ForbiddenExtraKeysError) as exc:
         raise SerializationError(
             as_type, cattrs.transform_error(exc, format_exception=_describe)

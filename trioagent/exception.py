@@ -1,0 +1,178 @@
+"""Exceptions of the library.
+
+Two families, as in the reference:
+
+* :class:`AgentOrientedException` — errors meant for the model to read (a tool that does not
+  exist, arguments that are not JSON, ...).  They become error tool results, never a crashed
+  reply.  ``str(exc)`` is ``"ClassName: message"``.
+* :class:`DeveloperOrientedException` — errors meant for the developer; they end the reply with
+  ``ReplyEndEvent(ERROR)`` and propagate.
+
+Model-layer errors (:class:`ModelError` and subclasses) carry the HTTP status, the provider's
+error code and message, whether the model layer may retry them, and the :class:`ErrorType`
+reported in the end event.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from .types import ErrorInfo, ErrorType
+
+__all__ = [
+    "AgentOrientedException",
+    "DeveloperOrientedException",
+    "ModelAuthenticationError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelInvalidRequestError",
+    "ModelPermissionError",
+    "ModelRateLimitError",
+    "ModelStreamError",
+    "ModelTimeoutError",
+    "ModelUpstreamError",
+    "StructuredOutputError",
+    "ToolGroupInactiveError",
+    "ToolInterruptedError",
+    "ToolJSONDecodeError",
+    "ToolNotFoundError",
+    "error_info",
+]
+
+
+class AgentOrientedException(Exception):
+    """An error the model should read; ``message`` holds the raw text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}: {self.message}"
+
+
+class ToolNotFoundError(AgentOrientedException):
+    """The model called a tool that is not registered."""
+
+
+class ToolInterruptedError(AgentOrientedException):
+    """A tool call was interrupted."""
+
+
+class ToolJSONDecodeError(AgentOrientedException):
+    """Tool arguments that are not JSON, even after repair."""
+
+
+class ToolGroupInactiveError(AgentOrientedException):
+    """The model called a tool of a group that is not active."""
+
+
+class DeveloperOrientedException(Exception):
+    """An error for the developer: it ends the reply with an ERROR end event and propagates."""
+
+
+class StructuredOutputError(DeveloperOrientedException):
+    """Structured output could not be produced or validated."""
+
+
+class ModelError(Exception):
+    """A model call failed.
+
+    Attributes:
+        status_code: the HTTP status, when the provider answered.
+        code: the provider's error code (``"rate_limit_exceeded"``, ...), when it gave one.
+        message: the provider's message (or a description of the transport failure).
+        retryable: whether the model layer's own retry loop may try again.
+        retry_after: seconds the provider asked to wait (``Retry-After``), when given.
+    """
+
+    error_type: ErrorType = ErrorType.UNKNOWN
+    default_retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.insert(0, f"HTTP {self.status_code}")
+        if self.code:
+            parts.append(f"(code: {self.code})")
+        return " ".join(parts)
+
+
+class ModelAuthenticationError(ModelError):
+    """401: the key is missing, wrong or revoked."""
+
+    error_type = ErrorType.AUTHENTICATION
+
+
+class ModelPermissionError(ModelError):
+    """403: the key may not use this model or endpoint."""
+
+    error_type = ErrorType.PERMISSION
+
+
+class ModelRateLimitError(ModelError):
+    """429: too many requests or tokens."""
+
+    error_type = ErrorType.RATE_LIMIT
+    default_retryable = True
+
+
+class ModelInvalidRequestError(ModelError):
+    """400/404/422: the provider rejected the request; its message says why."""
+
+    error_type = ErrorType.INVALID_REQUEST
+
+
+class ModelUpstreamError(ModelError):
+    """5xx, or an error event inside the stream."""
+
+    error_type = ErrorType.UPSTREAM
+    default_retryable = True
+
+
+class ModelConnectionError(ModelError):
+    """The provider could not be reached or dropped the connection."""
+
+    error_type = ErrorType.CONNECTION
+    default_retryable = True
+
+
+class ModelTimeoutError(ModelConnectionError):
+    """A read stalled past the read timeout, or the call passed its total deadline."""
+
+
+class ModelStreamError(ModelError):
+    """The stream ended without its terminator, or carried data that cannot be parsed."""
+
+    error_type = ErrorType.UPSTREAM
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Classify an exception for ``ReplyEndEvent(ERROR)``; never includes secrets."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [e for e in exc.exceptions if not isinstance(e, trio.Cancelled)]
+        if len(leaves) == 1:
+            return error_info(leaves[0])
+    if isinstance(exc, ModelError):
+        return ErrorInfo(type=exc.error_type, message=str(exc))
+    if isinstance(exc, DeveloperOrientedException | TypeError | ValueError | RuntimeError):
+        kind = ErrorType.INTERNAL
+    else:
+        kind = ErrorType.UNKNOWN
+    return ErrorInfo(type=kind, message=f"{type(exc).__name__}: {exc}")
