@@ -159,4 +159,4 @@ def loads(payload: str | bytes, as_type: type[T] | Any) -> T:
         data = json.loads(payload)
     except json.JSONDecodeError as exc:
         raise SerializationError(as_type, [f"invalid JSON: {exc} @ $"]) from exc
-    return structure(data, as_type)
+    return typing.cast(T, structure(data, as_type))
