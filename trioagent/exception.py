@@ -15,6 +15,8 @@ reported in the end event.
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from .types import ErrorInfo, ErrorType
@@ -24,6 +26,7 @@ __all__ = [
     "DeveloperOrientedException",
     "ModelAuthenticationError",
     "ModelConnectionError",
+    "ModelCredentialError",
     "ModelError",
     "ModelInvalidRequestError",
     "ModelPermissionError",
@@ -31,8 +34,10 @@ __all__ = [
     "ModelStreamError",
     "ModelTimeoutError",
     "ModelUpstreamError",
+    "ReplyInterruptedError",
     "StructuredOutputError",
     "ToolGroupInactiveError",
+    "ToolInputValidationError",
     "ToolInterruptedError",
     "ToolJSONDecodeError",
     "ToolNotFoundError",
@@ -67,12 +72,25 @@ class ToolGroupInactiveError(AgentOrientedException):
     """The model called a tool of a group that is not active."""
 
 
+class ToolInputValidationError(AgentOrientedException):
+    """Tool arguments that parse as JSON but do not satisfy the tool's input schema."""
+
+
 class DeveloperOrientedException(Exception):
     """An error for the developer: it ends the reply with an ERROR end event and propagates."""
 
 
 class StructuredOutputError(DeveloperOrientedException):
     """Structured output could not be produced or validated."""
+
+
+class ReplyInterruptedError(Exception):
+    """``agent.reply()`` after ``agent.interrupt()`` when
+    ``ReActConfig.interruption_raise_cancelled_error`` is set; ``msg`` is the interrupted Msg."""
+
+    def __init__(self, msg: Any) -> None:
+        super().__init__("the reply was interrupted")
+        self.msg = msg
 
 
 class ModelError(Exception):
@@ -155,6 +173,12 @@ class ModelConnectionError(ModelError):
 
 class ModelTimeoutError(ModelConnectionError):
     """A read stalled past the read timeout, or the call passed its total deadline."""
+
+
+class ModelCredentialError(ModelError):
+    """The credential has no API key: none was passed and its environment variable is unset."""
+
+    error_type = ErrorType.SETUP
 
 
 class ModelStreamError(ModelError):

@@ -14,10 +14,11 @@ Example::
 
 from __future__ import annotations
 
+import enum
 import json
-import typing
+import types
 from collections.abc import Callable
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, get_args, overload
 
 import cattrs
 from cattrs.preconf.json import make_converter
@@ -38,8 +39,26 @@ class SerializationError(ValueError):
 
     def __init__(self, target: object, errors: list[str]) -> None:
         self.errors = errors
-        name = getattr(target, "__name__", None) or repr(target)
-        super().__init__(f"cannot load {name}: " + "; ".join(errors))
+        super().__init__(f"cannot load {_type_name(target)}: " + "; ".join(errors))
+
+
+def _type_name(target: Any) -> str:
+    """A short name for a target type: ``AgentEvent``, ``list[AgentEvent]``, ``Msg``.
+
+    Without it, a union's repr spells out every member with its module path (2 kB for events).
+    """
+    for union, name in _UNION_NAMES:
+        if target == union:
+            return name
+    args = get_args(target)
+    if args and isinstance(target, types.GenericAlias):
+        return f"{target.__origin__.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    if args and isinstance(target, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    return getattr(target, "__name__", None) or repr(target)
+
+
+_UNION_NAMES: list[tuple[Any, str]] = [(AgentEvent, "AgentEvent"), (ContentBlock, "ContentBlock")]
 
 
 class UnknownTagError(ValueError):
@@ -108,12 +127,27 @@ def _strict(kind: type, accepted: type | tuple[type, ...]) -> Callable[[Any, Any
     return structure_scalar
 
 
+def _structure_enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
+    """Build an enum member from its value, so a bad value is reported at its own field.
+
+    Registered for ``enum.StrEnum`` as well as ``enum.Enum``: a ``StrEnum`` is also a ``str``,
+    and the ``str`` hook would otherwise pass any string through and leave the check to the
+    attrs converter, whose error names only the enclosing object.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise TypeError(f"expected a {cls.__name__} value, got {type(value).__name__}")
+    return cls(value)
+
+
 def _make() -> cattrs.Converter:
     conv = make_converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _strict(str, str))
     conv.register_structure_hook(int, _strict(int, int))
     conv.register_structure_hook(float, _strict(float, (int, float)))
     conv.register_structure_hook(bool, _strict(bool, bool))
+    # Before the unions: member hooks are generated (and capture field hooks) right there.
+    conv.register_structure_hook(enum.StrEnum, _structure_enum)
+    conv.register_structure_hook(enum.Enum, _structure_enum)
     for union in (Base64Source | URLSource, TextBlock | DataBlock, ContentBlock, AgentEvent):
         _register_tagged_union(conv, union)
     return conv
@@ -128,10 +162,17 @@ def unstructure(obj: Any, as_type: Any = None) -> Any:
     return converter.unstructure(obj, as_type)
 
 
-def structure(data: Any, as_type: type[T] | Any) -> T:
+# A class gives a typed result; a union or generic alias (``list[AgentEvent]``) gives ``Any``.
+@overload
+def structure(data: Any, as_type: type[T]) -> T: ...
+@overload
+def structure(data: Any, as_type: Any) -> Any: ...
+
+
+def structure(data: Any, as_type: Any) -> Any:
     """Build ``as_type`` from plain data; raises :class:`SerializationError`."""
     try:
-        return typing.cast(T, converter.structure(data, as_type))
+        return converter.structure(data, as_type)
     except (cattrs.BaseValidationError, cattrs.ForbiddenExtraKeysError) as exc:
         raise SerializationError(
             as_type, cattrs.transform_error(exc, format_exception=_describe)
@@ -153,10 +194,16 @@ def dumps(obj: Any, as_type: Any = None) -> str:
     return json.dumps(unstructure(obj, as_type), ensure_ascii=False)
 
 
-def loads(payload: str | bytes, as_type: type[T] | Any) -> T:
+@overload
+def loads(payload: str | bytes, as_type: type[T]) -> T: ...
+@overload
+def loads(payload: str | bytes, as_type: Any) -> Any: ...
+
+
+def loads(payload: str | bytes, as_type: Any) -> Any:
     """Parse a JSON string into ``as_type`` (for example ``Msg``, ``list[AgentEvent]``)."""
     try:
         data = json.loads(payload)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bytes that are not UTF-8 too
         raise SerializationError(as_type, [f"invalid JSON: {exc} @ $"]) from exc
-    return typing.cast(T, structure(data, as_type))
+    return structure(data, as_type)

@@ -1,0 +1,425 @@
+"""JSON round trips and malformed-input handling of ``trioagent.serialization``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import strategies as S
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from trioagent.event import (
+    EVENT_CLASSES,
+    AgentEvent,
+    DataBlockDeltaEvent,
+    EventType,
+    ReplyEndEvent,
+    TextBlockDeltaEvent,
+    ToolResultEndEvent,
+)
+from trioagent.message import (
+    Base64Source,
+    ContentBlock,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultBlock,
+    URLSource,
+    Usage,
+)
+from trioagent.serialization import SerializationError, dumps, loads, structure, unstructure
+from trioagent.types import ErrorInfo, ErrorType, ReplyFinishedReason
+
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+#: The reference's wire tags (reference/agent.md §1.1).
+BLOCK_TAGS: dict[type, str] = {
+    TextBlock: "text",
+    ThinkingBlock: "thinking",
+    HintBlock: "hint",
+    DataBlock: "data",
+    ToolCallBlock: "tool_call",
+    ToolResultBlock: "tool_result",
+}
+SOURCE_TAGS: dict[type, str] = {Base64Source: "base64", URLSource: "url"}
+
+
+def check_nested_tags(block: Any, data: dict[str, Any]) -> None:
+    """Every union member inside a block's JSON carries its reference tag."""
+    assert data["type"] == BLOCK_TAGS[type(block)]
+    if isinstance(block, DataBlock):
+        assert data["source"]["type"] == SOURCE_TAGS[type(block.source)]
+    inner = None
+    if isinstance(block, HintBlock):
+        inner = (block.hint, data["hint"])
+    elif isinstance(block, ToolResultBlock):
+        inner = (block.output, data["output"])
+    if inner is not None and isinstance(inner[0], list):
+        for sub, sub_data in zip(*inner, strict=True):
+            check_nested_tags(sub, sub_data)
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+def test_block_strategies_cover_every_block_type() -> None:
+    assert set(S.BLOCK_STRATEGIES) == set(BLOCK_TAGS)
+
+
+def test_event_strategies_cover_every_event_class() -> None:
+    assert set(S.EVENT_STRATEGIES) == set(EVENT_CLASSES)
+
+
+@pytest.mark.parametrize("cls", list(BLOCK_TAGS), ids=lambda c: c.__name__)
+def test_block_class_tag_matches_reference(cls: type) -> None:
+    assert cls.type == BLOCK_TAGS[cls]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cls", list(BLOCK_TAGS), ids=lambda c: c.__name__)
+@PROPERTY
+@given(data=st.data())
+def test_block_round_trips_alone_and_as_content_block(cls: type, data: st.DataObject) -> None:
+    block = data.draw(S.BLOCK_STRATEGIES[cls])
+    payload = dumps(block)
+    check_nested_tags(block, json.loads(payload))
+    assert loads(payload, cls) == block
+    again = loads(payload, ContentBlock)
+    assert type(again) is cls
+    assert again == block
+    assert dumps(block, ContentBlock) == payload
+
+
+@PROPERTY
+@given(source=S.sources)
+def test_source_round_trips_with_tag(source: Base64Source | URLSource) -> None:
+    payload = dumps(source)
+    assert json.loads(payload)["type"] == SOURCE_TAGS[type(source)]
+    assert loads(payload, Base64Source | URLSource) == source
+
+
+@PROPERTY
+@given(msg=S.msgs())
+def test_msg_round_trips(msg: Msg) -> None:
+    payload = dumps(msg)
+    data = json.loads(payload)
+    for block, block_data in zip(msg.content, data["content"], strict=True):
+        check_nested_tags(block, block_data)
+    assert "type" not in data  # Msg is not a union member
+    again = loads(payload, Msg)
+    assert again == msg
+    assert again.finished_reason is None or isinstance(again.finished_reason, ReplyFinishedReason)
+
+
+@PROPERTY
+@given(msgs=st.lists(S.msgs(), max_size=3))
+def test_list_of_msgs_round_trips(msgs: list[Msg]) -> None:
+    assert loads(dumps(msgs, list[Msg]), list[Msg]) == msgs
+
+
+@pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__)
+@PROPERTY
+@given(data=st.data())
+def test_event_round_trips_alone_and_as_agent_event(cls: type, data: st.DataObject) -> None:
+    event = data.draw(S.EVENT_STRATEGIES[cls])
+    payload = dumps(event)
+    assert json.loads(payload)["type"] == cls.type.value  # type: ignore[attr-defined]
+    assert loads(payload, cls) == event
+    again = loads(payload, AgentEvent)
+    assert type(again) is cls
+    assert again == event
+    assert dumps(event, AgentEvent) == payload
+
+
+@PROPERTY
+@given(events=st.lists(S.agent_events, max_size=6))
+def test_event_list_round_trips(events: list[Any]) -> None:
+    payload = dumps(events, list[AgentEvent])
+    tags = [item["type"] for item in json.loads(payload)]
+    assert tags == [e.type.value for e in events]
+    assert loads(payload, list[AgentEvent]) == events
+
+
+def test_event_tags_are_event_type_values() -> None:
+    seen = set()
+    for cls in EVENT_CLASSES:
+        assert isinstance(cls.type, EventType)
+        seen.add(cls.type.value)
+    assert seen == {member.value for member in EventType}
+    event = ReplyEndEvent(session_id="s", reply_id="r", finished_reason="interrupted")
+    data = json.loads(dumps(event))
+    assert data["type"] == "REPLY_END"
+    assert data["finished_reason"] == "interrupted"
+
+
+@PROPERTY
+@given(usage=S.usages, error=S.error_infos)
+def test_usage_and_error_info_round_trip(usage: Usage, error: ErrorInfo) -> None:
+    assert loads(dumps(usage), Usage) == usage
+    again = loads(dumps(error), ErrorInfo)
+    assert again == error
+    assert isinstance(again.type, ErrorType)
+
+
+@PROPERTY
+@given(msg=S.msgs())
+def test_structure_does_not_mutate_input(msg: Msg) -> None:
+    data = unstructure(msg)
+    before = copy.deepcopy(data)
+    assert structure(data, Msg) == msg
+    assert data == before
+
+
+@PROPERTY
+@given(events=st.lists(S.agent_events, min_size=1, max_size=4))
+def test_structure_of_events_does_not_mutate_input(events: list[Any]) -> None:
+    data = unstructure(events, list[AgentEvent])
+    before = copy.deepcopy(data)
+    assert structure(data, list[AgentEvent]) == events
+    assert data == before
+
+
+def test_thinking_extra_fields_survive() -> None:
+    block = ThinkingBlock(thinking="", extra={"signature": "sig", "redacted": {"data": "x"}})
+    again = loads(dumps(block), ContentBlock)
+    assert isinstance(again, ThinkingBlock)
+    assert again.extra == {"signature": "sig", "redacted": {"data": "x"}}
+
+
+# -- malformed input -------------------------------------------------------------------------
+
+
+def _msg_dict() -> dict[str, Any]:
+    msg = Msg(
+        "bot",
+        [
+            TextBlock(text="hi"),
+            DataBlock(source=URLSource(url="https://x/a.png", media_type="image/png")),
+            ToolCallBlock(id="c1", name="search", input='{"q": 1}'),
+            ToolResultBlock(id="c1", name="search", output=[TextBlock(text="ok")]),
+        ],
+        "assistant",
+    )
+    data: dict[str, Any] = unstructure(msg)
+    return data
+
+
+def _load_error(data: Any, as_type: Any = Msg) -> SerializationError:
+    before = copy.deepcopy(data)
+    with pytest.raises(SerializationError) as info:
+        structure(data, as_type)
+    assert data == before, "structure() mutated its input"
+    return info.value
+
+
+def test_serialization_error_is_a_value_error_with_errors_list() -> None:
+    data = _msg_dict()
+    del data["role"]
+    error = _load_error(data)
+    assert isinstance(error, ValueError)
+    assert error.errors
+    assert all("@ $" in line for line in error.errors)
+
+
+def test_missing_field_names_its_path() -> None:
+    data = _msg_dict()
+    del data["content"][0]["text"]
+    assert "$.content[0].text" in str(_load_error(data))
+
+
+def test_missing_top_level_field() -> None:
+    data = _msg_dict()
+    del data["name"]
+    assert "$.name" in str(_load_error(data))
+
+
+def test_wrong_scalar_type_names_its_path() -> None:
+    data = _msg_dict()
+    data["content"][0]["text"] = 5
+    message = str(_load_error(data))
+    assert "$.content[0].text" in message
+    assert "str" in message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("input_tokens", "3"), ("input_tokens", True), ("input_tokens", 1.5)],
+)
+def test_ints_are_not_coerced(field: str, value: Any) -> None:
+    data = unstructure(Usage())
+    data[field] = value
+    assert f"$.{field}" in str(_load_error(data, Usage))
+
+
+def test_bool_is_not_coerced_from_int() -> None:
+    data = {"confirmed": 1, "tool_call": unstructure(ToolCallBlock(id="c", name="n"))}
+    from trioagent.event import ConfirmResult
+
+    assert "$.confirmed" in str(_load_error(data, ConfirmResult))
+
+
+def test_unknown_block_tag_names_its_path() -> None:
+    data = _msg_dict()
+    data["content"][1]["type"] = "video"
+    message = str(_load_error(data))
+    assert "$.content[1]" in message
+    assert "'video'" in message
+
+
+def test_missing_block_tag_is_an_error() -> None:
+    data = _msg_dict()
+    del data["content"][0]["type"]
+    assert "$.content[0]" in str(_load_error(data))
+
+
+def test_unknown_source_tag_names_its_path() -> None:
+    data = _msg_dict()
+    data["content"][1]["source"]["type"] = "s3"
+    assert "$.content[1].source" in str(_load_error(data))
+
+
+def test_unknown_event_tag() -> None:
+    data = unstructure(TextBlockDeltaEvent(reply_id="r", block_id="b", delta="x"))
+    data["type"] = "TEXT_BLOCK_SHOUT"
+    assert "TEXT_BLOCK_SHOUT" in str(_load_error(data, AgentEvent))
+
+
+def test_tag_of_another_member_rejected_when_loading_a_class() -> None:
+    data = unstructure(TextBlock(text="x"))
+    data["type"] = "thinking"
+    with pytest.raises(SerializationError):
+        structure(data, TextBlock)
+
+
+def test_extra_key_names_its_path() -> None:
+    data = _msg_dict()
+    data["content"][2]["arguments"] = {}
+    message = str(_load_error(data))
+    assert "$.content[2]" in message
+    assert "arguments" in message
+
+
+def test_extra_top_level_key() -> None:
+    data = _msg_dict()
+    data["sender"] = "x"
+    assert "sender" in str(_load_error(data))
+
+
+@pytest.mark.parametrize("payload", ["{", "", "not json", '{"name": "a",}', b"\xff\xfe", "[1, 2"])
+def test_invalid_json(payload: str | bytes) -> None:
+    with pytest.raises(SerializationError, match="invalid JSON"):
+        loads(payload, Msg)
+
+
+def test_invalid_enum_value_names_its_path() -> None:
+    data = _msg_dict()
+    data["finished_reason"] = "gave_up"
+    message = str(_load_error(data))
+    assert "$.finished_reason" in message
+    assert "gave_up" in message
+
+
+def test_invalid_nested_enum_value_names_its_path() -> None:
+    data = _msg_dict()
+    data["content"][2]["state"] = "exploded"
+    assert "$.content[2].state" in str(_load_error(data))
+
+
+def test_invalid_event_enum_value_names_its_path() -> None:
+    data = unstructure(ToolResultEndEvent(reply_id="r", tool_call_id="c", state="success"))
+    data["state"] = "meh"
+    assert "$.state" in str(_load_error(data, AgentEvent))
+
+
+def test_invalid_role() -> None:
+    data = _msg_dict()
+    data["role"] = "tool"
+    assert "$.role" in str(_load_error(data))
+
+
+def test_role_rule_applies_when_loading() -> None:
+    data = _msg_dict()
+    data["role"] = "user"  # holds a tool call
+    with pytest.raises(SerializationError, match="user message"):
+        structure(data, Msg)
+
+
+def test_nested_bad_field_in_tool_output() -> None:
+    data = _msg_dict()
+    data["content"][3]["output"][0]["text"] = None
+    assert "$.content[3].output[0].text" in str(_load_error(data))
+
+
+def test_nested_bad_field_in_event_list() -> None:
+    events = [
+        TextBlockDeltaEvent(reply_id="r", block_id="b", delta="x"),
+        ReplyEndEvent(session_id="s", reply_id="r", error=ErrorInfo(message="boom")),
+    ]
+    data = unstructure(events, list[AgentEvent])
+    data[1]["error"]["message"] = 7
+    assert "$[1].error.message" in str(_load_error(data, list[AgentEvent]))
+
+
+def test_every_bad_field_is_reported() -> None:
+    data = _msg_dict()
+    data["content"][0]["text"] = 1
+    data["content"][2]["name"] = 2
+    message = str(_load_error(data))
+    assert "$.content[0].text" in message
+    assert "$.content[2].name" in message
+
+
+def test_data_delta_validator_applies_when_loading() -> None:
+    data = unstructure(DataBlockDeltaEvent(reply_id="r", block_id="b", media_type="x", url="u"))
+    data["data"] = "AAAA"
+    with pytest.raises(SerializationError, match="exactly one"):
+        structure(data, AgentEvent)
+
+
+@pytest.mark.parametrize("value", [None, "text", 3, [1]])
+def test_non_object_where_object_expected(value: Any) -> None:
+    _load_error(value, Msg)
+    _load_error(value, AgentEvent)
+
+
+def test_non_object_inside_content() -> None:
+    data = _msg_dict()
+    data["content"][0] = "hello"
+    assert "$.content[0]" in str(_load_error(data))
+
+
+@PROPERTY
+@given(msg=S.msgs(role="assistant"), position=st.integers(min_value=0, max_value=10))
+def test_bad_text_anywhere_is_reported_at_its_index(msg: Msg, position: int) -> None:
+    msg.content.insert(position, TextBlock(text="x"))
+    index = min(position, len(msg.content) - 1)
+    data = unstructure(msg)
+    data["content"][index]["text"] = ["not", "a", "str"]
+    assert f"$.content[{index}].text" in str(_load_error(data))
+
+
+def test_loaded_tool_call_state_is_the_enum() -> None:
+    block = loads(dumps(ToolCallBlock(id="c", name="n", state="asking")), ContentBlock)
+    assert isinstance(block, ToolCallBlock)
+    assert block.state is ToolCallState.ASKING
+
+
+@pytest.mark.parametrize(
+    ("as_type", "name"),
+    [
+        (Msg, "Msg"),
+        (AgentEvent, "AgentEvent"),
+        (list[AgentEvent], "list[AgentEvent]"),
+        (ContentBlock, "ContentBlock"),
+        (Base64Source | URLSource, "Base64Source | URLSource"),
+    ],
+)
+def test_error_names_the_target_type_briefly(as_type: Any, name: str) -> None:
+    message = str(_load_error(3, as_type))
+    assert message.startswith(f"cannot load {name}: ")
+    assert "trioagent." not in message

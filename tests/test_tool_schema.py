@@ -1,0 +1,479 @@
+"""Signature → JSON schema and docstring parsing (tools_middleware.md §3.2, §5.7).
+
+This module uses PEP 563 string annotations on purpose: every schema here is extracted from
+annotations that must be resolved first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import typing
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Optional, Union
+
+import attrs
+import pytest
+
+from trioagent.tool import FunctionTool
+from trioagent.tool._docstring import parse_docstring
+from trioagent.tool._schema import function_input_schema, remove_title_field
+
+pydantic = pytest.importorskip("pydantic")
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Level(enum.IntEnum):
+    """How loud."""
+
+    LOW = 1
+    HIGH = 2
+
+
+@dataclasses.dataclass
+class Address:
+    """A postal address."""
+
+    street: str
+    zip_code: str = "00000"
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+class Sub(pydantic.BaseModel):
+    """A pydantic sub-model."""
+
+    a: int
+    b: list[str] = []  # noqa: RUF012 - pydantic copies defaults
+
+
+# -- functions whose schemas must equal pydantic's (the reference's extractor) -------------------
+
+
+def scalars(a: int, b: float, c: str, d: bool, e: bytes) -> None:
+    """Scalars."""
+
+
+def defaults(n: int = 5, name: str = "x", flag: bool = False, ratio: float = 0.5) -> None:
+    """Defaults."""
+
+
+def literals(mode: Literal["fast", "slow"], one: Literal["x"], mixed: Literal[1, "a"]) -> None:
+    """Literals."""
+
+
+def enums(color: Color, level: Level = Level.LOW) -> None:
+    """Enums."""
+
+
+def containers(
+    a: list[int],
+    b: list,  # type: ignore[type-arg]
+    c: tuple[int, str],
+    d: tuple[int, ...],
+    e: set[str],
+    f: dict,  # type: ignore[type-arg]
+    g: dict[str, int],
+    h: dict[str, Any],
+    i: Sequence[float],
+) -> None:
+    """Containers."""
+
+
+def optionals(
+    a: Optional[int] = None,  # noqa: UP045
+    b: int | None = None,
+    c: Union[int, str] = 1,  # noqa: UP007
+    d: str | None = None,
+) -> None:
+    """Optionals."""
+
+
+def annotated(
+    a: Annotated[str, pydantic.Field(description="from Field")],
+    b: Annotated[int, pydantic.Field(ge=1, le=5)] = 3,
+    c: Any = None,
+) -> None:
+    """Annotated."""
+
+
+def nested(
+    sub: Sub, subs: list[Sub], maybe: Sub | None = None, address: Address | None = None
+) -> None:
+    """Nested models.
+
+    Args:
+        sub: The sub model.
+    """
+
+
+REFERENCE_CASES = [scalars, defaults, literals, enums, containers, optionals, annotated, nested]
+
+
+def _reference_schema(func: Any) -> dict[str, Any]:
+    """The reference's extractor: a pydantic model built from the signature, titles removed."""
+    doc = parse_docstring(inspect.getdoc(func))
+    hints = typing.get_type_hints(func, include_extras=True)
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(func).parameters.items():
+        default = ... if param.default is param.empty else param.default
+        description = doc.params.get(name)
+        field = (
+            pydantic.Field(default=default)
+            if description is None
+            else pydantic.Field(default=default, description=description)
+        )
+        fields[name] = (hints.get(name, Any), field)
+    model = pydantic.create_model(
+        "_M", __config__=pydantic.ConfigDict(arbitrary_types_allowed=True), **fields
+    )
+    return remove_title_field(model.model_json_schema())
+
+
+@pytest.mark.parametrize("func", REFERENCE_CASES, ids=lambda f: f.__name__)
+def test_schema_matches_pydantic_shapes(func):
+    assert function_input_schema(func) == _reference_schema(func)
+
+
+def test_basic_shapes_spelled_out():
+    schema = function_input_schema(defaults)
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "default": 5},
+            "name": {"type": "string", "default": "x"},
+            "flag": {"type": "boolean", "default": False},
+            "ratio": {"type": "number", "default": 0.5},
+        },
+    }
+    assert "required" not in schema
+    lit = function_input_schema(literals)["properties"]
+    assert lit["mode"] == {"enum": ["fast", "slow"], "type": "string"}
+    assert lit["one"] == {"const": "x", "type": "string"}
+    assert lit["mixed"] == {"enum": [1, "a"]}
+
+
+def test_enum_and_nested_model_use_defs_with_description_next_to_ref():
+    schema = function_input_schema(enums)
+    assert schema["properties"]["color"] == {"$ref": "#/$defs/Color"}
+    assert schema["properties"]["level"] == {"$ref": "#/$defs/Level", "default": 1}
+    assert schema["$defs"]["Color"] == {"enum": ["red", "green"], "type": "string"}
+    assert schema["$defs"]["Level"] == {
+        "description": "How loud.",
+        "enum": [1, 2],
+        "type": "integer",
+    }
+    nested_schema = function_input_schema(nested)
+    assert nested_schema["properties"]["sub"] == {
+        "$ref": "#/$defs/Sub",
+        "description": "The sub model.",
+    }
+    assert nested_schema["required"] == ["sub", "subs"]
+    assert "title" not in nested_schema["$defs"]["Sub"]
+
+
+@attrs.define
+class Point:
+    """A point on the plane.
+
+    Attributes:
+        x: Horizontal position.
+        y: Vertical position.
+    """
+
+    x: int
+    y: int = 0
+    label: str | None = None
+    tags: list[str] = attrs.field(factory=list)
+
+
+@attrs.define
+class Tree:
+    value: int
+    children: list[Tree] = attrs.field(factory=list)
+
+
+def draw(point: Point, points: list[Point] | None = None) -> None:
+    """Draw.
+
+    Args:
+        point: Where to draw.
+    """
+
+
+def walk(tree: Tree) -> None:
+    """Walk a (recursive) tree."""
+
+
+def test_attrs_class_becomes_an_object_definition():
+    schema = function_input_schema(draw)
+    assert schema["properties"] == {
+        "point": {"$ref": "#/$defs/Point", "description": "Where to draw."},
+        "points": {
+            "anyOf": [{"items": {"$ref": "#/$defs/Point"}, "type": "array"}, {"type": "null"}],
+            "default": None,
+        },
+    }
+    assert schema["$defs"]["Point"] == {
+        "description": "A point on the plane.",
+        "type": "object",
+        "properties": {
+            "x": {"type": "integer", "description": "Horizontal position."},
+            "y": {"type": "integer", "description": "Vertical position.", "default": 0},
+            "label": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "tags": {"items": {"type": "string"}, "type": "array"},
+        },
+        "required": ["x"],
+    }
+
+
+def test_recursive_attrs_class():
+    schema = function_input_schema(walk)
+    assert schema["$defs"]["Tree"]["properties"]["children"] == {
+        "items": {"$ref": "#/$defs/Tree"},
+        "type": "array",
+    }
+
+
+def test_dataclass_matches_pydantic():
+    def takes(address: Address) -> None:
+        pass
+
+    takes.__annotations__ = {"address": Address}
+    schema = function_input_schema(takes)
+    assert schema["$defs"]["Address"] == {
+        "description": "A postal address.",
+        "type": "object",
+        "properties": {
+            "street": {"type": "string"},
+            "zip_code": {"type": "string", "default": "00000"},
+            "tags": {"items": {"type": "string"}, "type": "array"},
+        },
+        "required": ["street"],
+    }
+
+
+def injected(query: str, emit: Any, _agent_state: Any, *args: Any, **kwargs: Any) -> None:
+    """Only query is visible."""
+
+
+def test_injected_and_variadic_parameters_are_excluded():
+    schema = function_input_schema(injected)
+    assert schema == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    }
+
+
+def positional_only(a: int, /, b: int) -> None:
+    """Bad."""
+
+
+def test_positional_only_parameters_are_rejected():
+    with pytest.raises(ValueError, match="positional-only"):
+        function_input_schema(positional_only)
+
+
+def described(
+    a: Annotated[str, "plain string metadata"],
+    b: Annotated[int, "ignored because the docstring wins"],
+    c: Annotated[list[int], pydantic.Field(min_length=1, max_length=3)],
+    d: Annotated[str, pydantic.Field(min_length=2)] = "ab",
+) -> None:
+    """Described.
+
+    Args:
+        b: From the docstring.
+    """
+
+
+def test_annotated_descriptions_and_constraints():
+    props = function_input_schema(described)["properties"]
+    assert props["a"] == {"type": "string", "description": "plain string metadata"}
+    assert props["b"] == {"type": "integer", "description": "From the docstring."}
+    assert props["c"] == {
+        "items": {"type": "integer"},
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 3,
+    }
+    assert props["d"] == {"type": "string", "minLength": 2, "default": "ab"}
+
+
+def unannotated(a, b=3):  # type: ignore[no-untyped-def]
+    """No hints."""
+
+
+def test_unannotated_parameters_accept_anything():
+    schema = function_input_schema(unannotated)
+    assert schema["properties"] == {"a": {}, "b": {"default": 3}}
+    assert schema["required"] == ["a"]
+
+
+# -- docstrings --------------------------------------------------------------------------------
+
+GOOGLE = """Search the web.
+
+Use it for current events.
+
+Args:
+    query (`str`):
+        The search query.
+    limit (int): How many results
+        to return.
+    *args: Ignored.
+
+Returns:
+    `str`: The results.
+"""
+
+NUMPY = """Search the web.
+
+Parameters
+----------
+query : str
+    The search query.
+limit : int, optional
+    How many results
+    to return.
+
+Returns
+-------
+str
+    The results.
+"""
+
+REST = """Search the web.
+
+:param query: The search query.
+:param int limit: How many results
+    to return.
+:returns: The results.
+"""
+
+
+@pytest.mark.parametrize("doc", [GOOGLE, NUMPY, REST], ids=["google", "numpy", "rest"])
+def test_docstring_styles(doc):
+    parsed = parse_docstring(doc)
+    assert parsed.params["query"] == "The search query."
+    assert parsed.params["limit"] == "How many results\nto return."
+    assert parsed.description.startswith("Search the web.")
+    assert "Returns" not in parsed.description
+    assert "results" not in parsed.description.removeprefix("Search the web.")
+
+
+def test_description_is_the_text_before_the_sections():
+    assert parse_docstring(GOOGLE).description == "Search the web.\nUse it for current events."
+    assert parse_docstring("One line.").description == "One line."
+    assert parse_docstring(None).description == ""
+    assert parse_docstring("   ").params == {}
+
+
+def test_function_tool_description_and_schema_from_docstring():
+    def search(query: str, limit: int = 10) -> str:
+        """Search the web.
+
+        Args:
+            query: The search query.
+            limit: How many results.
+        """
+        return query
+
+    search.__annotations__ = {"query": str, "limit": int, "return": str}
+    tool = FunctionTool(search)
+    assert tool.name == "search"
+    assert tool.description == "Search the web."
+    assert tool.input_schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "The search query."},
+            "limit": {"type": "integer", "description": "How many results.", "default": 10},
+        },
+        "required": ["query"],
+    }
+
+
+def greet(name: str, greeting: str = "Hello") -> str:
+    """Greet someone.
+
+    Args:
+        name: Who.
+        greeting: How.
+    """
+    return f"{greeting}, {name}"
+
+
+def test_partial_unwraps_name_doc_and_bound_arguments():
+    bound = functools.partial(greet, greeting="Hi")
+    tool = FunctionTool(bound)
+    assert tool.name == "greet"
+    assert tool.description == "Greet someone."
+    assert tool.input_schema["properties"]["greeting"]["default"] == "Hi"
+    renamed = functools.partial(greet)
+    renamed.__name__ = "salute"  # type: ignore[attr-defined]
+    renamed.__doc__ = "Salute."
+    tool = FunctionTool(renamed)
+    assert (tool.name, tool.description) == ("salute", "Salute.")
+
+
+def test_pydantic_model_as_explicit_input_schema():
+    class Params(pydantic.BaseModel):
+        """Choose a mode."""
+
+        mode: str
+        level: int = pydantic.Field(default=3, ge=1, le=5)
+
+    tool = FunctionTool(lambda mode, level=3: mode, name="pick", input_schema=Params)
+    assert tool.input_schema == {
+        "description": "Choose a mode.",
+        "type": "object",
+        "properties": {
+            "mode": {"type": "string"},
+            "level": {"type": "integer", "default": 3, "minimum": 1, "maximum": 5},
+        },
+        "required": ["mode"],
+    }
+
+
+def test_explicit_dict_schema_is_used_and_checked():
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    assert FunctionTool(lambda q: q, name="t", input_schema=schema).input_schema is schema
+    with pytest.raises(ValueError, match="Invalid input_schema"):
+        FunctionTool(lambda q: q, name="t", input_schema={"type": "array"})
+    with pytest.raises(ValueError, match="Invalid input_schema"):
+        FunctionTool(
+            lambda q: q, name="t", input_schema={"type": "object", "properties": {"q": {"type": 5}}}
+        )
+
+
+# -- title removal (reference unit cases) -------------------------------------------------------
+
+
+def test_remove_title_field_cases():
+    top = {"title": "Root", "type": "object", "properties": {}}
+    assert "title" not in remove_title_field(top)
+    props = {"type": "object", "properties": {"name": {"title": "Name", "type": "string"}}}
+    assert remove_title_field(props)["properties"]["name"] == {"type": "string"}
+    defs = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/M"}},
+        "$defs": {"M": {"title": "M", "type": "object", "properties": {"v": {"title": "V"}}}},
+    }
+    assert remove_title_field(defs)["$defs"] == {"M": {"type": "object", "properties": {"v": {}}}}
+    nested = {
+        "type": "object",
+        "properties": {},
+        "items": {"title": "I"},
+        "additionalProperties": {"title": "A", "type": "string"},
+        "$defs": {"AlwaysTrue": True},
+    }
+    remove_title_field(nested)
+    assert nested["items"] == {}
+    assert nested["additionalProperties"] == {"type": "string"}
+    assert nested["$defs"] == {"AlwaysTrue": True}

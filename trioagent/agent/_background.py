@@ -1,0 +1,299 @@
+"""Background tools supervised by ``async with agent:`` (DESIGN.md §6).
+
+A call moves to the agent's supervision nursery when its tool says so (``is_background``), when
+it is still running after ``background_after`` seconds, or when an ``on_acting`` middleware
+calls :func:`run_in_background` itself.  The model gets a "running in background" result at
+once; the real result is delivered as a hint on the next reasoning step (or whenever the caller
+asks via :meth:`Supervisor.wait_result`).  Leaving ``async with agent:`` cancels the tasks, and
+each records exactly one interrupted result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..event import HintBlockEvent
+from ..exception import DeveloperOrientedException
+from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
+from ..tool import ToolChunk, ToolResponse
+
+if TYPE_CHECKING:
+    from ..tool import ToolBase
+    from ._agent import Agent
+
+__all__ = [
+    "BackgroundStatus",
+    "BackgroundToolError",
+    "BackgroundToolHandle",
+    "Supervisor",
+    "run_in_background",
+    "wants_background",
+]
+
+INTERRUPTED_TEXT = (
+    "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
+)
+
+Sink = Callable[[Any], Awaitable[None]]
+
+
+class BackgroundToolError(DeveloperOrientedException):
+    """A background tool was requested outside ``async with agent:``."""
+
+
+class BackgroundStatus(enum.StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class BackgroundToolHandle:
+    """A tool call running in the agent's supervision nursery.
+
+    ``status`` is running until the task ends; ``result`` is then its final
+    :class:`~trioagent.tool.ToolResponse` (interrupted when cancelled).  ``cancel()`` stops
+    it; ``await wait()`` returns the result.
+    """
+
+    def __init__(self, call_id: str, tool_name: str) -> None:
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.result: ToolResponse | None = None
+        self.delivered = False
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+
+    def __repr__(self) -> str:
+        return f"<BackgroundToolHandle {self.tool_name} id={self.call_id} {self.status}>"
+
+    @property
+    def status(self) -> BackgroundStatus:
+        if self.result is None:
+            return BackgroundStatus.RUNNING
+        return BackgroundStatus(self.result.state)
+
+    def cancel(self) -> None:
+        """Cancel the task; it records an interrupted result."""
+        self._scope.cancel()
+
+    async def wait(self) -> ToolResponse:
+        """Wait for the task to end and return its result."""
+        await self._done.wait()
+        assert self.result is not None
+        return self.result
+
+    def _finish(self, result: ToolResponse) -> bool:
+        """Record the result once; returns whether this call recorded it."""
+        if self.result is not None:
+            return False
+        self.result = result
+        self._done.set()
+        return True
+
+
+class Supervisor:
+    """The agent's supervision scope: a nursery for background tools and their results."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._nursery: trio.Nursery | None = None
+        self.handles: dict[str, BackgroundToolHandle] = {}
+        self._pending: list[BackgroundToolHandle] = []
+        self._arrived = trio.Event()
+
+    @property
+    def is_open(self) -> bool:
+        return self._nursery is not None
+
+    async def open(self) -> None:
+        if self._stack is not None:
+            raise RuntimeError("async with agent: is already open")
+        stack = contextlib.AsyncExitStack()
+        self._nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack = stack
+
+    async def close(self, exc: BaseException | None) -> None:
+        stack, nursery = self._stack, self._nursery
+        if stack is None or nursery is None:
+            return
+        self._stack = self._nursery = None
+        nursery.cancel_scope.cancel()
+        await stack.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+    async def start(
+        self, call: ToolCallBlock, body: Callable[[Sink], Awaitable[None]]
+    ) -> BackgroundToolHandle:
+        """Start ``body(sink)`` (the ``on_acting`` chain) in the supervision nursery."""
+        if self._nursery is None:
+            raise BackgroundToolError(
+                f"tool {call.name!r} wants to run in the background, which needs the agent's "
+                "supervision scope: run the reply inside `async with agent:`"
+            )
+        handle = BackgroundToolHandle(call.id, call.name)
+        self.handles[call.id] = handle
+        await self._nursery.start(self._supervise, handle, body)
+        return handle
+
+    async def _supervise(
+        self,
+        handle: BackgroundToolHandle,
+        body: Callable[[Sink], Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        collected = ToolResponse(id=handle.call_id)
+        final: ToolResponse | None = None
+
+        async def sink(item: Any) -> None:
+            nonlocal final
+            if isinstance(item, ToolResponse):
+                final = item
+            elif isinstance(item, ToolChunk):
+                collected.append_chunk(item)
+
+        try:
+            with handle._scope:
+                task_status.started()
+                try:
+                    await body(sink)
+                except Exception as exc:
+                    final = ToolResponse(
+                        id=handle.call_id,
+                        state=ToolResultState.ERROR,
+                        content=[TextBlock(text=f"{type(exc).__name__}: {exc}")],
+                    )
+        finally:
+            if handle._scope.cancelled_caught or final is None:
+                final = ToolResponse(
+                    id=handle.call_id,
+                    state=ToolResultState.INTERRUPTED,
+                    content=[TextBlock(text=INTERRUPTED_TEXT)],
+                )
+            if handle._finish(final) and not handle.delivered:
+                self._pending.append(handle)
+                self._arrived.set()
+
+    async def wait_result(self) -> None:
+        """Wait until a background result is waiting to be delivered to the model."""
+        while not self._pending:
+            self._arrived = trio.Event()
+            await self._arrived.wait()
+
+    def take_results(self) -> list[BackgroundToolHandle]:
+        """The finished handles not yet delivered to the model, oldest first."""
+        done, self._pending = self._pending, []
+        for handle in done:
+            handle.delivered = True
+        return done
+
+    def delivered_in_foreground(self, handle: BackgroundToolHandle) -> None:
+        """The call finished before its hand-off: its result went to the reply directly."""
+        handle.delivered = True
+        self.handles.pop(handle.call_id, None)
+        if handle in self._pending:
+            self._pending.remove(handle)
+
+
+def wants_background(tool: ToolBase) -> bool:
+    """Whether calls of ``tool`` go through the supervisor (never for state-injected or external
+    tools, whose results must be written in the reply)."""
+    if tool.is_state_injected or tool.is_external_tool:
+        return False
+    return bool(tool.is_background) or tool.background_after is not None
+
+
+def placeholder(call: ToolCallBlock, after: float | None) -> ToolResponse:
+    when = f" for over {after:g}s" if after else ""
+    text = (
+        f"<system-reminder>Tool '{call.name}' is running in background (id={call.id}){when}. "
+        "You will be notified automatically when it finishes, so **DO NOT** poll for it. You "
+        "may continue with other work, or reply with text only to end this turn."
+        "</system-reminder>"
+    )
+    return ToolResponse(
+        id=call.id,
+        content=[TextBlock(text=text)],
+        metadata={"background": {"id": call.id, "status": "running"}},
+    )
+
+
+async def run_in_background(
+    agent: Agent, call: ToolCallBlock, tool: ToolBase | None, sink: Sink
+) -> None:
+    """Run ``call``'s ``on_acting`` chain under the supervisor; report to ``sink``.
+
+    With ``background_after`` the call stays in the foreground (its chunks stream to ``sink``)
+    until that many seconds pass, then moves to the background.  Either way ``sink`` receives
+    exactly one :class:`ToolResponse`: the real one, or the "running in background" placeholder.
+    """
+    after = None if tool is None or tool.is_background else tool.background_after
+    supervisor = agent._supervisor
+    send, recv = trio.open_memory_channel[Any](math.inf)
+    handed_off = False
+
+    async def body(task_sink: Sink) -> None:
+        async def forward(item: Any) -> None:
+            await task_sink(item)
+            if not handed_off:
+                send.send_nowait(item)
+
+        with send:
+            await agent._acting_handler({"tool_call": call}, forward)
+
+    handle = await supervisor.start(call, body)
+    if after is None:
+        handed_off = True
+        recv.close()
+        await sink(placeholder(call, None))
+        return
+    try:
+        with trio.move_on_after(after):
+            async for item in recv:
+                await sink(item)
+                if isinstance(item, ToolResponse):
+                    supervisor.delivered_in_foreground(handle)
+                    return
+            # The task ended without a response (it failed or was cancelled).
+            result = await handle.wait()
+            supervisor.delivered_in_foreground(handle)
+            await sink(result)
+            return
+    except BaseException:
+        if not handed_off:
+            handle.cancel()  # the reply was cancelled before the hand-off: stop the call too
+        raise
+    finally:
+        recv.close()
+    handed_off = True
+    await sink(placeholder(call, after))
+
+
+async def deliver_results(agent: Agent, emit: Sink) -> None:
+    """Append finished background results as hints to the reply (before a reasoning step)."""
+    for handle in agent._supervisor.take_results():
+        assert handle.result is not None
+        text = handle.result.text() if hasattr(handle.result, "text") else ""
+        status = handle.status.value
+        body = (
+            f"<system-notification>Tool '{handle.tool_name}' running in background "
+            f"(id={handle.call_id}) has {'completed' if status == 'success' else status}."
+            f"\n\nResult:\n\n{text or '(no output)'}</system-notification>"
+        )
+        hint = HintBlock(
+            hint=[TextBlock(text=body)],
+            source=f'{{"label": "tool_output", "sublabel": "{handle.tool_name} · {handle.call_id}"}}',
+        )
+        agent.state.append_context(agent.name, [hint])
+        await emit(
+            HintBlockEvent(
+                reply_id=agent.state.reply_id, block_id=hint.id, source=hint.source, hint=hint.hint
+            )
+        )

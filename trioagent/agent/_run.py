@@ -1,0 +1,98 @@
+"""Per-reply runtime bookkeeping (not persisted): what reached the consumer, and how it ended."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ..event import ReplyEndEvent, ReplyStartEvent
+from ..message import Msg
+from ..types import ReplyFinishedReason
+
+__all__ = ["ReplyRun", "StopReply", "is_cancellation"]
+
+logger = logging.getLogger("trioagent.agent")
+
+Consumer = Callable[[Any], Awaitable[None]]
+
+
+class StopReply(Exception):
+    """Internal: end the reply as INTERRUPTED without a trio cancellation.
+
+    Raised for a ``UserInterruptEvent`` on a parked reply and for an interrupted model response
+    or tool result produced without a cancellation (e.g. a middleware cut a stream short).
+    """
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """``trio.Cancelled``, or a group made only of cancellations."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_cancellation(e) for e in exc.exceptions)
+    return False
+
+
+class ReplyRun:
+    """One call of ``reply()`` / ``stream()``: the cancel scope ``interrupt()`` cancels, and
+    the outermost sink of the ``on_reply`` chain, which records what the consumer received."""
+
+    __slots__ = (
+        "_consumer",
+        "end",
+        "final_msg",
+        "outcome",
+        "parked",
+        "reply_id",
+        "scope",
+        "session_id",
+        "started",
+    )
+
+    def __init__(self, consumer: Consumer | None) -> None:
+        self._consumer = consumer
+        self.scope = trio.CancelScope()
+        self.started = False
+        self.parked = False
+        self.reply_id = ""
+        self.session_id = ""
+        self.end: ReplyEndEvent | None = None
+        self.final_msg: Msg | None = None
+        self.outcome: ReplyFinishedReason | None = None
+
+    async def deliver(self, item: Any) -> None:
+        """The outermost sink: enforce "one end, last" and pass items to the consumer."""
+        if isinstance(item, Msg):
+            self.final_msg = item
+        elif self.end is not None:
+            logger.warning("dropping %s emitted after the reply's end event", type(item).__name__)
+            return
+        elif isinstance(item, ReplyEndEvent):
+            self.end = item
+        elif isinstance(item, ReplyStartEvent):
+            self.started = True
+        if self._consumer is not None:
+            await self._consumer(item)
+
+    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
+        """Called by a pull layer after it handed over an end event: wait until the puller
+        has either passed it on (the end reached us) or moved on without it (dropped)."""
+        for _ in range(3):
+            if self._end_settled(send):
+                return
+            await trio.lowlevel.checkpoint()
+        # The puller is doing its own work between two items.  A memory channel does not report
+        # "the receiver is waiting again", so poll gently (never a busy loop under MockClock).
+        while not self._end_settled(send):  # noqa: ASYNC110
+            await trio.sleep(0.001)
+
+    def _end_settled(self, send: trio.MemorySendChannel[Any]) -> bool:
+        stats = send.statistics()
+        return (
+            self.end is not None
+            or stats.tasks_waiting_receive > 0
+            or stats.open_receive_channels == 0
+        )

@@ -1,0 +1,102 @@
+"""``ReplyStream``: ``async with agent.stream(inputs) as reply: async for event in reply``."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..event import AgentEvent
+from ..message import Msg
+from ..middleware._chain import unwrap_group
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["ReplyStream"]
+
+#: Events buffered between the reply task and the consumer before the reply waits.
+BUFFER = 256
+
+
+class ReplyStream:
+    """A reply running in a child task, streamed over a memory channel.
+
+    Iterate it for the events (the final ``Msg`` is not an event; read :attr:`msg` once the
+    stream ended).  The reply task lives in a nursery owned by the ``async with`` block: leaving
+    the block early interrupts the reply (it still ends with exactly one INTERRUPTED end).  An
+    error of the reply is raised when the block exits, after its ERROR end event was streamed.
+    """
+
+    def __init__(self, agent: Agent, inputs: Any, structured_schema: Any) -> None:
+        self._agent = agent
+        self._inputs = inputs
+        self._schema = structured_schema
+        self._stack = contextlib.AsyncExitStack()
+        self._recv: trio.MemoryReceiveChannel[AgentEvent] | None = None
+        self._done = False
+        self.msg: Msg | None = None
+        """The final Msg (``None`` until the reply produced it)."""
+
+    async def __aenter__(self) -> ReplyStream:
+        send, recv = trio.open_memory_channel[AgentEvent](BUFFER)
+        self._recv = recv
+        nursery = await self._stack.enter_async_context(trio.open_nursery())
+        nursery.start_soon(self._produce, send)
+        return self
+
+    async def _produce(self, send: trio.MemorySendChannel[AgentEvent]) -> None:
+        async def consume(item: Any) -> None:
+            if isinstance(item, Msg):
+                self.msg = item
+                return
+            try:
+                send.send_nowait(item)
+            except trio.WouldBlock:
+                await send.send(item)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the consumer left; the reply still runs its cleanup
+
+        with send:
+            try:
+                await self._agent._run_reply(self._inputs, self._schema, consume)
+            finally:
+                self._done = True
+
+    def __aiter__(self) -> ReplyStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
+        try:
+            return await self._recv.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> AgentEvent:
+        """The next event; raises ``trio.EndOfChannel`` at the end."""
+        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
+        return await self._recv.receive()
+
+    @property
+    def channel(self) -> trio.MemoryReceiveChannel[AgentEvent]:
+        """The underlying receive channel."""
+        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
+        return self._recv
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> bool:
+        if not self._done:
+            self._agent.interrupt()
+        assert self._recv is not None
+        self._recv.close()
+        try:
+            return bool(await self._stack.__aexit__(exc_type, exc, tb))
+        except BaseExceptionGroup as group:
+            raise unwrap_group(group) from None

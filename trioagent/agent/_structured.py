@@ -1,0 +1,108 @@
+"""Structured output through the ``GenerateStructuredOutput`` tool (reference/agent.md §8.1).
+
+For a reply with a ``structured_schema`` the agent mounts this tool and keeps reminding the
+model to call it; the reply completes once a valid object was generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+from jsonschema import validators
+
+from ..message import TextBlock
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
+from ..tool import ToolBase, ToolChunk
+from ..tool._schema import remove_title_field
+from ._state import schema_of
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+__all__ = ["TOOL_NAME", "StructuredOutputTool", "mount"]
+
+TOOL_NAME = "GenerateStructuredOutput"
+
+
+def _extend_with_defaults(base: Any) -> Any:
+    """A jsonschema validator class that also fills ``default`` values into objects."""
+    validate_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(name, subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(base, {"properties": set_defaults})  # type: ignore[no-untyped-call]
+
+
+_FillingValidator = _extend_with_defaults(jsonschema.Draft202012Validator)
+
+
+class StructuredOutputTool(ToolBase):
+    """Validates the model's structured output and stores it in the reply context."""
+
+    name = TOOL_NAME
+    description = (
+        "Generate the final structured output required by the user. Call it once, with "
+        "arguments that follow the schema exactly."
+    )
+    is_state_injected = True
+    is_concurrency_safe = True
+    is_read_only = True
+
+    def __init__(self, schema: Any) -> None:
+        super().__init__()
+        json_schema = schema_of(schema) or {"type": "object", "properties": {}}
+        self.input_schema = remove_title_field(json_schema)
+
+    async def check_permissions(
+        self, tool_input: dict[str, Any], context: PermissionContext
+    ) -> PermissionDecision:
+        return PermissionDecision(
+            behavior=PermissionBehavior.ALLOW,
+            message="Generating the structured output is always allowed.",
+        )
+
+    async def call(self, emit: Any, /, _agent_state: Any = None, **kwargs: Any) -> ToolChunk:
+        reply_context = _agent_state.reply_context if _agent_state is not None else None
+        schema = reply_context.structured_schema if reply_context is not None else None
+        if reply_context is None or schema is None:
+            return ToolChunk(content=[TextBlock(text="No structured output is required for now.")])
+        validate = getattr(schema, "model_validate", None)
+        try:
+            if callable(validate):
+                output = validate(kwargs).model_dump(mode="json")
+            else:
+                instance = dict(kwargs)
+                errors = sorted(
+                    _FillingValidator(schema).iter_errors(instance), key=lambda e: list(e.path)
+                )
+                if errors:
+                    raise ValueError("; ".join(f"{e.json_path}: {e.message}" for e in errors))
+                output = instance
+        except Exception as exc:
+            return ToolChunk(
+                content=[
+                    TextBlock(
+                        text="ValidationError: Structured output validation failed with error: "
+                        f"{exc}"
+                    )
+                ],
+                state="error",
+            )
+        reply_context.structured_output = output
+        return ToolChunk(content=[TextBlock(text="Structured output generated successfully.")])
+
+
+def mount(agent: Agent) -> None:
+    """Mount the tool for a structured reply, unmount it otherwise (on every reply start)."""
+    if agent.toolkit.get_tool(TOOL_NAME) is not None:
+        agent.toolkit.remove_tool(TOOL_NAME)
+    schema = agent.state.reply_context.structured_schema
+    if schema is not None:
+        agent.toolkit.add_tool(StructuredOutputTool(schema))

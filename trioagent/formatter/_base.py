@@ -1,0 +1,194 @@
+"""``FormatterBase``: turning ``Msg`` lists into a provider's message format.
+
+Shared by every provider formatter: the accepted media types (``input_types``, fnmatch
+globs), loading media without blocking the event loop (``file://`` through ``trio.Path``,
+remote URLs through httpx, temporary files through a worker thread), rendering a tool result
+as text with its media promoted, and grouping messages for multi-agent formatters.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import logging
+import mimetypes
+import tempfile
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+from urllib.request import url2pathname
+
+import httpx
+import trio
+
+from ..message import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
+
+__all__ = ["FormatterBase", "MessageGroup"]
+
+logger = logging.getLogger("trioagent.formatter")
+
+MessageGroup = tuple[Literal["tool_sequence", "agent_message"], list[Msg]]
+
+_NOT_MEDIA = frozenset({"text/plain", "application/x-thinking"})
+
+
+class FormatterBase:
+    """Base class of formatters.
+
+    Args:
+        input_types: the media types the model accepts, as fnmatch globs
+            (``"image/*"``); ``text/plain`` and ``application/x-thinking`` are not media.
+            Defaults to the formatter's ``default_input_types``.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = ("text/plain",)
+
+    def __init__(self, input_types: Sequence[str] | None = None) -> None:
+        self.input_types: list[str] = list(
+            self.default_input_types if input_types is None else input_types
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(input_types={self.input_types!r})"
+
+    @property
+    def supported_input_media_types(self) -> list[str]:
+        """``input_types`` without ``text/plain`` and ``application/x-thinking``."""
+        return [t for t in self.input_types if t not in _NOT_MEDIA]
+
+    def is_supported(self, media_type: str) -> bool:
+        """Whether a media type matches one of the supported globs."""
+        return any(fnmatch.fnmatchcase(media_type, p) for p in self.supported_input_media_types)
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        """Format ``msgs`` for the provider.
+
+        ``http_client`` downloads remote media the provider needs inline (a model passes its
+        own client); without one a temporary client is used.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def assert_list_of_msgs(msgs: object) -> None:
+        """Raise ``TypeError`` unless ``msgs`` is a list of ``Msg``."""
+        if not isinstance(msgs, list) or not all(isinstance(m, Msg) for m in msgs):
+            raise TypeError(f"expected a list of Msg, got {type(msgs).__name__}")
+
+    # -- media -------------------------------------------------------------------------------
+
+    @staticmethod
+    async def load_url(url: str, http_client: httpx.AsyncClient | None = None) -> bytes:
+        """The bytes behind a URL: ``file://`` (read in a worker thread through
+        ``trio.Path``), ``data:`` (decoded), or ``http(s)://`` (downloaded with httpx)."""
+        if url.startswith("file://"):
+            return await trio.Path(url2pathname(url.removeprefix("file://"))).read_bytes()
+        if url.startswith("data:"):
+            header, _, payload = url.partition(",")
+            if header.endswith(";base64"):
+                return base64.b64decode(payload)
+            return urllib.parse.unquote_to_bytes(payload)
+        try:
+            if http_client is None:
+                async with httpx.AsyncClient(timeout=30.0, follow_redirects=True) as client:
+                    response = await client.get(url)
+            else:
+                response = await http_client.get(url, follow_redirects=True)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ValueError(f"could not download {url}: {exc}") from exc
+        return response.content
+
+    async def load_base64(
+        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+    ) -> str:
+        """The block's data as base64 (downloading or reading a URL source)."""
+        if isinstance(block.source, Base64Source):
+            return block.source.data
+        data = await self.load_url(block.source.url, http_client)
+        return base64.b64encode(data).decode("ascii")
+
+    # -- tool results --------------------------------------------------------------------------
+
+    async def convert_tool_result_to_string(
+        self, output: str | list[TextBlock | DataBlock]
+    ) -> tuple[str, list[TextBlock | DataBlock]]:
+        """A tool result as text, plus the media to present to the model separately.
+
+        Supported media is announced by identifier in the text and returned (framed by
+        ``<system-reminder>`` text blocks) for the caller to send as a user message;
+        unsupported media is described by its URL, or saved to a temporary file (written in a
+        worker thread) and described by its path.
+        """
+        if isinstance(output, str):
+            return output, []
+        pieces: list[str] = []
+        promoted: list[TextBlock | DataBlock] = []
+        for block in output:
+            if isinstance(block, TextBlock):
+                pieces.append(block.text)
+                continue
+            media_type = block.source.media_type
+            main = media_type.split("/", 1)[0]
+            if self.is_supported(media_type):
+                pieces.append(
+                    f"<system-reminder>A(n) {main} file is returned and will be presented to "
+                    f"you with the identifier [{block.id}].</system-reminder>"
+                )
+                promoted.extend([TextBlock(text=f"- {block.id} ({main} file): "), block])
+            elif isinstance(block.source, Base64Source):
+                path = await _save_temp(block.source.data, media_type)
+                pieces.append(
+                    f"<system-reminder>A(n) {main} file is returned and saved locally at: "
+                    f"{path}.</system-reminder>"
+                )
+            else:
+                pieces.append(
+                    f"<system-reminder>A(n) {main} file is returned and can be accessed at "
+                    f"the URL: {block.source.url}.</system-reminder>"
+                )
+        if promoted:
+            promoted = [
+                TextBlock(
+                    text="<system-reminder>The multimodal data and their identifiers are "
+                    "listed as follows:"
+                ),
+                *promoted,
+                TextBlock(text="</system-reminder>"),
+            ]
+        return "\n".join(pieces), promoted
+
+    # -- multi-agent ---------------------------------------------------------------------------
+
+    @staticmethod
+    def group_messages(msgs: list[Msg]) -> list[MessageGroup]:
+        """Split ``msgs`` into runs of tool messages (holding a tool call or result) and runs
+        of plain agent messages, in order."""
+        groups: list[MessageGroup] = []
+        for msg in msgs:
+            is_tool = any(isinstance(b, ToolCallBlock | ToolResultBlock) for b in msg.content)
+            kind: Literal["tool_sequence", "agent_message"] = (
+                "tool_sequence" if is_tool else "agent_message"
+            )
+            if groups and groups[-1][0] == kind:
+                groups[-1][1].append(msg)
+            else:
+                groups.append((kind, [msg]))
+        return groups
+
+
+async def _save_temp(data: str, media_type: str) -> str:
+    try:
+        raw = base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        raw = data.encode()
+    suffix = mimetypes.guess_extension(media_type) or ""
+
+    def write() -> str:
+        with tempfile.NamedTemporaryFile(suffix=suffix, delete=False) as f:
+            f.write(raw)
+            return f.name
+
+    return await trio.to_thread.run_sync(write)

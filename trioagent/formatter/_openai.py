@@ -1,0 +1,277 @@
+"""OpenAI Chat Completions formatters (reference/model.md §3.1, §3.2).
+
+:class:`OpenAIChatFormatter` maps each ``Msg`` to chat messages: text and media parts, tool
+calls on the assistant message, one ``tool`` message per tool result (media in a result is
+promoted to a following ``user`` message named ``system-reminder``), hints as separate user
+messages; thinking is dropped.  :class:`OpenAIMultiAgentFormatter` collapses runs of plain
+messages of several speakers into one ``<history>`` user message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import httpx
+
+from ..message import (
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ._base import FormatterBase
+
+__all__ = ["OpenAIChatFormatter", "OpenAIMultiAgentFormatter"]
+
+logger = logging.getLogger("trioagent.formatter")
+
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mp3": "mp3", "audio/mpeg": "mp3"}
+
+DEFAULT_CONVERSATION_HISTORY_PROMPT = (
+    "# Conversation History\n"
+    "The content between <history></history> tags contains your conversation history\n"
+)
+
+
+class OpenAIChatFormatter(FormatterBase):
+    """Formats messages for OpenAI Chat Completions (``POST /chat/completions``).
+
+    Media: images as ``image_url`` (remote URLs passed through, base64 and ``file://`` as a
+    data URI), audio as ``input_audio`` (wav/mp3; remote audio downloaded), PDF as an inline
+    ``file`` part; other media is skipped with a warning.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = (
+        "text/plain",
+        "image/*",
+        "audio/*",
+        "application/pdf",
+    )
+    #: ``name`` of the user message that carries media promoted from tool results.
+    promoted_media_name: ClassVar[str | None] = "system-reminder"
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        out: list[dict[str, Any]] = []
+        for msg in msgs:
+            await self._format_msg(msg, out, http_client)
+        return out
+
+    async def _format_msg(
+        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+    ) -> None:
+        content: list[dict[str, Any]] = []
+        tool_calls: list[dict[str, Any]] = []
+        pending_media: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            if content or tool_calls:
+                out.append(self._message(msg, list(content), list(tool_calls)))
+                content.clear()
+                tool_calls.clear()
+
+        for block in msg.content:
+            if pending_media and not isinstance(block, ToolResultBlock):
+                out.extend(pending_media)
+                pending_media.clear()
+            match block:
+                case TextBlock():
+                    content.append({"type": "text", "text": block.text})
+                case DataBlock():
+                    if (part := await self.format_data_block(block, http_client)) is not None:
+                        content.append(part)
+                case HintBlock():
+                    flush()
+                    if (hint := await self._hint_message(block, http_client)) is not None:
+                        out.append(hint)
+                case ToolCallBlock():
+                    tool_calls.append(
+                        {
+                            "id": block.id,
+                            "type": "function",
+                            "function": {"name": block.name, "arguments": block.input},
+                        }
+                    )
+                case ToolResultBlock():
+                    flush()
+                    text, promoted = await self.convert_tool_result_to_string(block.output)
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": block.id,
+                            "content": text,
+                            "name": block.name,
+                        }
+                    )
+                    if promoted:
+                        pending_media.append(await self._promoted_message(promoted, http_client))
+                case ThinkingBlock():
+                    pass  # reasoning is not replayed to OpenAI chat models
+        out.extend(pending_media)
+        flush()
+
+    def _message(
+        self, msg: Msg, content: list[dict[str, Any]], tool_calls: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": msg.role,
+            "name": msg.name,
+            "content": content or None,
+        }
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        return message
+
+    async def _parts(
+        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if isinstance(block, TextBlock):
+                parts.append({"type": "text", "text": block.text})
+            elif (part := await self.format_data_block(block, http_client)) is not None:
+                parts.append(part)
+        return parts
+
+    async def _hint_message(
+        self, block: HintBlock, http_client: httpx.AsyncClient | None
+    ) -> dict[str, Any] | None:
+        if isinstance(block.hint, str):
+            return {"role": "user", "content": [{"type": "text", "text": block.hint}]}
+        parts = await self._parts(block.hint, http_client)
+        return {"role": "user", "content": parts} if parts else None
+
+    async def _promoted_message(
+        self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "user"}
+        if self.promoted_media_name is not None:
+            message["name"] = self.promoted_media_name
+        message["content"] = await self._parts(promoted, http_client)
+        return message
+
+    async def format_data_block(
+        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+    ) -> dict[str, Any] | None:
+        """One content part for a data block, or ``None`` when it is skipped.
+
+        Raises:
+            TypeError: audio in a format other than wav/mp3.
+        """
+        media_type = block.source.media_type
+        if not self.is_supported(media_type):
+            logger.warning("skipping a %s data block: not in %s", media_type, self.input_types)
+            return None
+        main = media_type.split("/", 1)[0]
+        if main == "image":
+            return {"type": "image_url", "image_url": {"url": await self._image_url(block)}}
+        if main == "audio":
+            fmt = _AUDIO_FORMATS.get(media_type)
+            if fmt is None:
+                raise TypeError(
+                    f"unsupported audio format {media_type!r} for OpenAI chat "
+                    "(expected audio/wav, audio/mp3 or audio/mpeg)"
+                )
+            data = await self.load_base64(block, http_client)
+            return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+        if media_type == "application/pdf":
+            data = await self.load_base64(block, http_client)
+            return {
+                "type": "file",
+                "file": {
+                    "filename": block.name or "document.pdf",
+                    "file_data": f"data:application/pdf;base64,{data}",
+                },
+            }
+        logger.warning("skipping a %s data block: not supported by OpenAI chat", media_type)
+        return None
+
+    async def _image_url(self, block: DataBlock) -> str:
+        source = block.source
+        if isinstance(source, Base64Source):
+            return f"data:{source.media_type};base64,{source.data}"
+        if source.url.startswith("file://"):
+            data = await self.load_base64(block)
+            return f"data:{source.media_type};base64,{data}"
+        return source.url
+
+
+class OpenAIMultiAgentFormatter(FormatterBase):
+    """Formats a conversation of several named agents for OpenAI chat.
+
+    A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
+    messages is formatted by :class:`OpenAIChatFormatter`; each run of plain messages becomes
+    one user message: ``name: text`` lines inside ``<history>`` tags (the first such message
+    is preceded by ``conversation_history_prompt``), followed by the run's media parts.
+
+    Args:
+        input_types: accepted media types (as :class:`OpenAIChatFormatter`).
+        conversation_history_prompt: text put before the first ``<history>`` block.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = OpenAIChatFormatter.default_input_types
+
+    def __init__(
+        self,
+        input_types: Sequence[str] | None = None,
+        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    ) -> None:
+        super().__init__(input_types)
+        self.conversation_history_prompt = conversation_history_prompt
+
+    def _chat_formatter(self) -> OpenAIChatFormatter:
+        return OpenAIChatFormatter(input_types=self.input_types)
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        chat = self._chat_formatter()
+        out: list[dict[str, Any]] = []
+        if msgs and msgs[0].role == "system":
+            out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
+            msgs = msgs[1:]
+        is_first = True
+        for kind, group in self.group_messages(msgs):
+            if kind == "tool_sequence":
+                out.extend(await chat.format(group, http_client=http_client))
+                continue
+            message = await self._history_message(chat, group, is_first, http_client)
+            if message is not None:
+                out.append(message)
+                is_first = False
+        return out
+
+    async def _history_message(
+        self,
+        chat: OpenAIChatFormatter,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
+    ) -> dict[str, Any] | None:
+        lines: list[str] = []
+        media: list[dict[str, Any]] = []
+        for msg in group:
+            for block in msg.content:
+                match block:
+                    case TextBlock():
+                        lines.append(f"{msg.name}: {block.text}")
+                    case DataBlock():
+                        part = await chat.format_data_block(block, http_client)
+                        if part is not None:
+                            media.append(part)
+        content: list[dict[str, Any]] = []
+        if lines:
+            prompt = self.conversation_history_prompt if is_first else ""
+            text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
+            content.append({"type": "text", "text": text})
+        content.extend(media)
+        return {"role": "user", "content": content} if content else None

@@ -1,0 +1,222 @@
+"""HTTP plumbing shared by the providers: sending, error mapping, SSE reading, closing.
+
+* :func:`send_request` sends a request (streaming or not) and turns transport failures and
+  HTTP error statuses into typed :class:`~trioagent.exception.ModelError` subclasses, with the
+  provider's message and code parsed from the JSON error body and ``Retry-After`` honoured.
+* :func:`read_sse` feeds ``response.aiter_text()`` (under ``contextlib.aclosing``) to an
+  :class:`~trioagent.model._sse.SSEDecoder` and hands each event to a callback.
+* :func:`aclose_response` closes a response in a shielded, bounded scope, so a cancelled
+  stream's connection is closed — never returned to the pool half-read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, Literal, cast
+
+import httpx
+import trio
+
+from ..exception import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelError,
+    ModelInvalidRequestError,
+    ModelPermissionError,
+    ModelRateLimitError,
+    ModelStreamError,
+    ModelTimeoutError,
+    ModelUpstreamError,
+)
+from ._sse import ServerSentEvent, SSEDecoder
+
+__all__ = [
+    "CLOSE_GRACE",
+    "aclose_response",
+    "error_from_payload",
+    "error_from_response",
+    "error_from_transport",
+    "parse_retry_after",
+    "read_sse",
+    "send_request",
+]
+
+#: Seconds a shielded response close may take (a plain TCP close is immediate).
+CLOSE_GRACE = 5.0
+
+_Redact = Callable[[str], str]
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(ms) / 1000)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None]:
+    """(message, code) from the usual provider error bodies."""
+    if not isinstance(body, dict):
+        return None, None
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error, None
+    if not isinstance(error, dict):
+        return None, None
+    message = error.get("message")
+    code = error.get("code") or error.get("type") or error.get("status")
+    return (
+        str(message) if message is not None else None,
+        str(code) if code is not None else None,
+    )
+
+
+def error_from_payload(payload: Any, *, redact: _Redact = _identity) -> ModelUpstreamError:
+    """A ``{"error": ...}`` object received inside a stream (not retryable, as upstream SDKs)."""
+    message, code = _error_fields(payload)
+    return ModelUpstreamError(
+        redact(message or f"error event in the stream: {payload!r}"), code=code, retryable=False
+    )
+
+
+def error_from_response(
+    status: int, headers: httpx.Headers, body: bytes, *, redact: _Redact = _identity
+) -> ModelError:
+    """The typed error for an HTTP error response."""
+    try:
+        parsed: Any = json.loads(body) if body else None
+    except ValueError:
+        parsed = None
+    message, code = _error_fields(parsed)
+    if message is None:
+        text = body.decode("utf-8", "replace").strip()
+        message = text[:500] if text else httpx.codes.get_reason_phrase(status) or "error"
+    message = redact(message)
+    retry_after = parse_retry_after(headers)
+    kwargs: dict[str, Any] = {"status_code": status, "code": code}
+    if status == 401:
+        return ModelAuthenticationError(message, **kwargs)
+    if status == 403:
+        return ModelPermissionError(message, **kwargs)
+    if status == 429:
+        return ModelRateLimitError(message, retry_after=retry_after, **kwargs)
+    if status == 408:
+        return ModelTimeoutError(message, retry_after=retry_after, **kwargs)
+    if status == 409 or status >= 500:
+        return ModelUpstreamError(message, retry_after=retry_after, **kwargs)
+    return ModelInvalidRequestError(message, **kwargs)
+
+
+def error_from_transport(
+    exc: httpx.TransportError, *, phase: Literal["request", "body"], url: str = ""
+) -> ModelError:
+    """The typed error for an httpx transport failure.
+
+    ``phase="request"``: before the response headers (nothing was received, always safe to
+    retry); ``phase="body"``: while reading the body — a cut connection there is a
+    :class:`~trioagent.exception.ModelStreamError`.
+    """
+    detail = str(exc) or type(exc).__name__
+    where = f" ({url})" if url else ""
+    if isinstance(exc, httpx.TimeoutException):
+        kind = {
+            httpx.ConnectTimeout: "connecting",
+            httpx.ReadTimeout: "waiting for data",
+            httpx.WriteTimeout: "sending the request",
+            httpx.PoolTimeout: "waiting for a free connection",
+        }.get(type(exc), "waiting")
+        return ModelTimeoutError(f"timed out {kind}{where}: {detail}")
+    if phase == "body":
+        return ModelStreamError(
+            f"the stream was cut: the connection failed before the response ended{where}: {detail}",
+            retryable=True,
+        )
+    return ModelConnectionError(f"could not reach the provider{where}: {detail}")
+
+
+async def aclose_response(response: httpx.Response) -> None:
+    """Close ``response`` even inside a cancelled scope.
+
+    An unfinished body makes httpcore close the connection instead of pooling it.
+    """
+    # Shielded so a cancelled call still closes its connection; deadline: CLOSE_GRACE seconds
+    # (closing plain TCP is immediate, a TLS close_notify must not hang the caller).
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
+        await response.aclose()
+
+
+async def send_request(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    stream: bool,
+    redact: _Redact = _identity,
+) -> httpx.Response:
+    """Send ``request``; return a 2xx response or raise the typed error.
+
+    With ``stream=True`` the body is left unread: the caller must finish with
+    :func:`aclose_response`.  An error response's body is read (for the provider's message)
+    and the response closed.
+    """
+    url = str(request.url.copy_with(query=None))
+    try:
+        response = await client.send(request, stream=stream)
+    except httpx.TransportError as exc:
+        raise error_from_transport(exc, phase="request", url=url) from exc
+    if response.status_code < 400:
+        return response
+    try:
+        body = await response.aread()
+    except httpx.TransportError:
+        body = b""
+    finally:
+        await aclose_response(response)
+    raise error_from_response(response.status_code, response.headers, body, redact=redact)
+
+
+async def read_sse(
+    response: httpx.Response,
+    handle: Callable[[ServerSentEvent], Awaitable[bool]],
+) -> bool:
+    """Feed the response's SSE events to ``handle`` until it returns ``True`` (the terminator).
+
+    After the terminator the rest of the body is drained (so the connection can be reused).
+    Returns whether the terminator was seen; a connection failure mid-body raises
+    :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
+    the read timeout).
+    """
+    decoder = SSEDecoder()
+    done = False
+    try:
+        # httpx types aiter_text() as an AsyncIterator; it is an async generator.
+        text = cast(AsyncGenerator[str, None], response.aiter_text())
+        async with contextlib.aclosing(text) as pieces:
+            async for piece in pieces:
+                for event in decoder.feed(piece):
+                    if not done:
+                        done = await handle(event)
+    except httpx.TransportError as exc:
+        if done:
+            return True
+        raise error_from_transport(exc, phase="body") from exc
+    return done

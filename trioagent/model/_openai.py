@@ -1,0 +1,436 @@
+"""OpenAI Chat Completions over httpx (reference/model.md §2.0, §2.1).
+
+``POST {base_url}/chat/completions`` with a Bearer key.  Streaming requests set
+``stream_options.include_usage`` and read the SSE stream until ``data: [DONE]``; a stream
+that ends without it raises :class:`~trioagent.exception.ModelStreamError`.  The parser
+(:class:`OpenAIStreamParser`) is shared with the other OpenAI-compatible providers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import attrs
+import httpx
+import trio
+
+from .._ids import generate_id
+from ..credential import OpenAICredential
+from ..exception import ModelStreamError, ModelUpstreamError
+from ..formatter import FormatterBase, OpenAIChatFormatter
+from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._accumulator import wav_header
+from ._base import ChatModelBase
+from ._http import aclose_response, error_from_payload, read_sse, send_request
+from ._json_repair import flatten_json_schema
+from ._response import ChatResponse, ChatUsage, ResponseBlock
+from ._sse import ServerSentEvent
+
+__all__ = ["OpenAIChatModel", "OpenAIChatParameters", "OpenAIStreamParser"]
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+_Validator = Callable[[Any, "attrs.Attribute[float | None]", "float | None"], None]
+
+
+def _optional_range(low: float, high: float, *, low_open: bool = False) -> _Validator:
+    def check(instance: Any, attribute: attrs.Attribute[float | None], value: float | None) -> None:
+        if value is None:
+            return
+        ok_low = value > low if low_open else value >= low
+        if not (ok_low and value <= high):
+            bracket = "(" if low_open else "["
+            raise ValueError(f"{attribute.name} must be in {bracket}{low}, {high}], got {value}")
+
+    return check
+
+
+def _positive_or_none(
+    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value}")
+
+
+@attrs.define(kw_only=True)
+class OpenAIChatParameters:
+    """Generation parameters of :class:`OpenAIChatModel`.
+
+    ``reasoning_effort`` is sent only when ``thinking_enable`` is set; ``voice`` asks for audio
+    output (PCM16, returned as a ``audio/wav`` data block).
+    """
+
+    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    thinking_enable: bool = False
+    reasoning_effort: ReasoningEffort | None = None
+    temperature: float | None = attrs.field(default=None, validator=_optional_range(0, 2))
+    top_p: float | None = attrs.field(default=None, validator=_optional_range(0, 1, low_open=True))
+    parallel_tool_calls: bool = True
+    voice: str | None = None
+
+
+def _usage(
+    raw: dict[str, Any], elapsed: float, cache: Literal["openai", "deepseek"] = "openai"
+) -> ChatUsage:
+    if cache == "deepseek":
+        cached = raw.get("prompt_cache_hit_tokens")
+    else:
+        details = raw.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return ChatUsage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        time=elapsed,
+        cache_input_tokens=int(cached) if cached is not None else 0,
+        metadata=dict(raw),
+    )
+
+
+def _pcm_to_wav_b64(data: str, *, streaming: bool) -> str:
+    try:
+        pcm = base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return data
+    header = wav_header(None if streaming else len(pcm))
+    return base64.b64encode(header + pcm).decode("ascii")
+
+
+class OpenAIStreamParser:
+    """Turns OpenAI-compatible ``chat.completion.chunk`` objects into delta chunks.
+
+    One parser per call: it fixes the text, thinking and audio block ids (one block of each per
+    call, as the reference), maps tool-call ``index`` to the call id and name from its first
+    fragment, and remembers the usage once reported (later deltas carry it).
+    """
+
+    def __init__(self, start: float, *, cache: Literal["openai", "deepseek"] = "openai") -> None:
+        self.start = start
+        self.cache: Literal["openai", "deepseek"] = cache
+        self.response_id = generate_id()
+        self.text_id = generate_id()
+        self.thinking_id = generate_id()
+        self.audio_id = generate_id()
+        self.tool_calls: dict[int, tuple[str, str]] = {}
+        self.usage: ChatUsage | None = None
+        self._audio_started = False
+
+    def parse(self, chunk: dict[str, Any]) -> ChatResponse | None:
+        """The delta for one chunk (``None`` when it carries nothing)."""
+        self.response_id = chunk.get("id") or self.response_id
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"], trio.current_time() - self.start, self.cache)
+        choices = chunk.get("choices") or []
+        if not choices:
+            return self._delta([], {}) if self.usage else None
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        blocks: list[ResponseBlock] = []
+        thinking = delta.get("reasoning_content")
+        if not isinstance(thinking, str):
+            thinking = delta.get("reasoning")
+        if isinstance(thinking, str) and thinking:
+            blocks.append(ThinkingBlock(thinking=thinking, id=self.thinking_id))
+        if isinstance(text := delta.get("content"), str) and text:
+            blocks.append(TextBlock(text=text, id=self.text_id))
+        audio = delta.get("audio")
+        if isinstance(audio, dict):
+            if isinstance(transcript := audio.get("transcript"), str) and transcript:
+                blocks.append(TextBlock(text=transcript, id=self.text_id))
+            if isinstance(data := audio.get("data"), str) and data:
+                if not self._audio_started:
+                    data = _pcm_to_wav_b64(data, streaming=True)
+                    self._audio_started = True
+                blocks.append(
+                    DataBlock(
+                        id=self.audio_id, source=Base64Source(data=data, media_type="audio/wav")
+                    )
+                )
+        for call in delta.get("tool_calls") or []:
+            blocks.append(self._tool_call(call))
+        metadata = {"finish_reason": choice["finish_reason"]} if choice.get("finish_reason") else {}
+        if blocks or self.usage or metadata:
+            return self._delta(blocks, metadata)
+        return None
+
+    def _tool_call(self, call: dict[str, Any]) -> ToolCallBlock:
+        index = int(call.get("index") or 0)
+        function = call.get("function") or {}
+        if index not in self.tool_calls:
+            # A first fragment without an id would make an invalid block; give it one.
+            self.tool_calls[index] = (
+                call.get("id") or f"call_{generate_id()}",
+                function.get("name") or "unknown",
+            )
+        stored_id, stored_name = self.tool_calls[index]
+        return ToolCallBlock(
+            id=call.get("id") or stored_id,
+            name=function.get("name") or stored_name,
+            input=function.get("arguments") or "",
+        )
+
+    def _delta(self, blocks: list[ResponseBlock], metadata: dict[str, Any]) -> ChatResponse:
+        return ChatResponse(
+            content=blocks,
+            is_last=False,
+            id=self.response_id,
+            usage=self.usage,
+            metadata=metadata,
+        )
+
+    def parse_completion(self, body: dict[str, Any]) -> ChatResponse:
+        """The complete response of a non-streaming call."""
+        blocks: list[ResponseBlock] = []
+        choices = body.get("choices") or []
+        metadata: dict[str, Any] = {}
+        if choices:
+            choice = choices[0]
+            message = choice.get("message") or {}
+            if choice.get("finish_reason"):
+                metadata["finish_reason"] = choice["finish_reason"]
+            thinking = message.get("reasoning_content")
+            if not isinstance(thinking, str):
+                thinking = message.get("reasoning")
+            if isinstance(thinking, str) and thinking:
+                blocks.append(ThinkingBlock(thinking=thinking))
+            raw_audio = message.get("audio")
+            audio: dict[str, Any] = raw_audio if isinstance(raw_audio, dict) else {}
+            text = message.get("content") or audio.get("transcript")
+            if isinstance(text, str) and text:
+                blocks.append(TextBlock(text=text))
+            if isinstance(data := audio.get("data"), str) and data:
+                blocks.append(
+                    DataBlock(
+                        source=Base64Source(
+                            data=_pcm_to_wav_b64(data, streaming=False), media_type="audio/wav"
+                        )
+                    )
+                )
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                blocks.append(
+                    ToolCallBlock(
+                        id=call.get("id") or f"call_{generate_id()}",
+                        name=function.get("name") or "unknown",
+                        input=function.get("arguments") or "",
+                    )
+                )
+        usage = None
+        if body.get("usage"):
+            usage = _usage(body["usage"], trio.current_time() - self.start, self.cache)
+        return ChatResponse(
+            content=blocks,
+            is_last=True,
+            id=body.get("id") or generate_id(),
+            usage=usage,
+            metadata=metadata,
+        )
+
+
+class OpenAIChatModel(ChatModelBase):
+    """OpenAI Chat Completions (and any OpenAI-compatible server).
+
+    Args:
+        model: the model name (``"gpt-4o"``).
+        credential: key, organization and base URL (default: ``OpenAICredential()``, which
+            reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
+        parameters: generation parameters.
+        extra_body: extra top-level request keys (merged after the parameters).
+        formatter: default :class:`~trioagent.formatter.OpenAIChatFormatter`.
+        Other keyword arguments: see :class:`ChatModelBase`.
+    """
+
+    type: ClassVar[str] = "openai_chat"
+    Parameters: ClassVar[builtins.type[OpenAIChatParameters]] = OpenAIChatParameters
+    credential: OpenAICredential
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        credential: OpenAICredential | None = None,
+        parameters: OpenAIChatParameters | None = None,
+        extra_body: dict[str, Any] | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        max_retry_delay: float = 30.0,
+        context_size: int = 128000,
+        formatter: FormatterBase | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | None = None,
+        read_timeout: float | None = 120.0,
+        connect_timeout: float | None = 10.0,
+        interrupt_grace: float = 5.0,
+    ) -> None:
+        super().__init__(
+            model,
+            credential=credential or OpenAICredential(),
+            stream=stream,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+            context_size=context_size,
+            formatter=formatter or OpenAIChatFormatter(),
+            http_client=http_client,
+            timeout=timeout,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+            interrupt_grace=interrupt_grace,
+        )
+        self.parameters = parameters or OpenAIChatParameters()
+        self.extra_body = dict(extra_body) if extra_body else None
+
+    # -- request -------------------------------------------------------------------------------
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.credential.get_api_key()}"}
+        if organization := self.credential.get_organization():
+            headers["OpenAI-Organization"] = organization
+        headers["Accept"] = "text/event-stream" if stream else "application/json"
+        return headers
+
+    @staticmethod
+    def _format_tools(
+        tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
+    ) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
+        if tools and tool_choice is not None and tool_choice.tools:
+            allowed = set(tool_choice.tools)
+            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
+        if tools:
+            tools = [_flatten_tool(t) for t in tools]
+        if tool_choice is None:
+            return tools, None
+        if tool_choice.mode in ("auto", "none", "required"):
+            return tools, tool_choice.mode
+        return tools, {"type": "function", "function": {"name": tool_choice.mode}}
+
+    async def _build_body(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        formatter = self.formatter or OpenAIChatFormatter()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": await formatter.format(messages, http_client=self.http_client),
+            "stream": stream,
+        }
+        p = self.parameters
+        if p.max_tokens is not None:
+            body["max_completion_tokens"] = p.max_tokens
+        if p.temperature is not None:
+            body["temperature"] = p.temperature
+        if p.top_p is not None:
+            body["top_p"] = p.top_p
+        if p.thinking_enable and p.reasoning_effort:
+            body["reasoning_effort"] = p.reasoning_effort
+        if p.voice:
+            body["audio"] = {"voice": p.voice, "format": "pcm16"}
+            body["modalities"] = ["text", "audio"]
+        call_kwargs = self._call_kwargs()
+        extra_body = call_kwargs.pop("extra_body", self.extra_body)
+        if extra_body:
+            body.update(extra_body)
+        body.update(call_kwargs)
+        formatted_tools, formatted_choice = self._format_tools(tools, tool_choice)
+        if formatted_tools:
+            body["tools"] = formatted_tools
+            if not p.parallel_tool_calls:
+                body["parallel_tool_calls"] = False
+        if formatted_choice is not None:
+            body["tool_choice"] = formatted_choice
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
+        return self.http_client.build_request(
+            "POST",
+            f"{self.credential.get_base_url()}/chat/completions",
+            json=body,
+            headers=self._headers(stream=stream),
+        )
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
+        body = await self._build_body(messages, tools, tool_choice, stream=True)
+        request = self._request(body, stream=True)
+        parser = OpenAIStreamParser(trio.current_time())
+
+        async def handle(event: ServerSentEvent) -> bool:
+            if event.data.strip() == "[DONE]":
+                return True
+            try:
+                payload = json.loads(event.data)
+            except ValueError as exc:
+                raise ModelStreamError(
+                    f"unparseable chunk in the stream of {self.model!r}: {event.data[:200]!r}"
+                ) from exc
+            if not isinstance(payload, dict):
+                raise ModelStreamError(f"unexpected chunk in the stream: {event.data[:200]!r}")
+            if payload.get("error"):
+                raise error_from_payload(payload, redact=self._redact)
+            if (delta := parser.parse(payload)) is not None:
+                await send.send(delta)
+            return False
+
+        response = await send_request(self.http_client, request, stream=True, redact=self._redact)
+        try:
+            done = await read_sse(response, handle)
+        finally:
+            await aclose_response(response)
+        if not done:
+            raise ModelStreamError(
+                f"the stream of {self.model!r} ended before 'data: [DONE]' (connection closed "
+                "early; the response is incomplete)",
+                retryable=True,
+            )
+
+    async def _call_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        body = await self._build_body(messages, tools, tool_choice, stream=False)
+        request = self._request(body, stream=False)
+        parser = OpenAIStreamParser(trio.current_time())
+        response = await send_request(self.http_client, request, stream=False, redact=self._redact)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise ModelUpstreamError(
+                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}"
+            ) from exc
+        if not isinstance(payload, dict):
+            raise ModelUpstreamError(f"unexpected response of {self.model!r}: {payload!r:.200}")
+        if payload.get("error"):
+            raise error_from_payload(payload, redact=self._redact)
+        return parser.parse_completion(payload)
+
+
+def _flatten_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("parameters"), dict):
+        return tool
+    return {
+        **tool,
+        "function": {**function, "parameters": flatten_json_schema(function["parameters"])},
+    }

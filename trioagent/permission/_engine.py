@@ -1,0 +1,272 @@
+"""The permission engine: rules and modes → a :class:`PermissionDecision`.
+
+See tools_middleware.md §6.2.
+
+Steps shared by the modes:
+
+* **D** deny rules → DENY ``"Permission to use <t> has been denied"``
+  (reason ``"Rule: <content>"``);
+* **A** ask rules → ASK ``"Permission required for <t>"`` with suggestions;
+* **R** read-only fast path (``tool.check_read_only``) → ALLOW;
+* **T** the tool's own ``check_permissions``: ALLOW/DENY returned as is; a *safety* ASK
+  (``bypass_immune``) handled per mode; a plain ASK or PASSTHROUGH continues;
+* **L** allow rules → ALLOW ``"Permission granted for <t>"`` with ``updated_input`` = the input.
+
+============  =========================================================================
+mode          order and fallback
+============  =========================================================================
+default       D A R T L → ASK ``"Permission required for <t>"`` (reason ``"Mode: default"``)
+accept_edits  same as default (reason ``"Mode: accept_edits"``)
+explore       D A R → DENY (explore mode is read-only); T and L are never consulted
+bypass        D A R T(ALLOW/DENY only) L → ALLOW (bypass mode)
+dont_ask      D A(→DENY) R T(safety ASK→DENY) L → DENY (user not available); never ASK
+============  =========================================================================
+
+Rule matching: a rule with empty/``None`` content matches every call of its tool; otherwise
+``tool.match_rule(content, input)`` decides (sync or async).  First matching rule wins.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from .._rules import PermissionBehavior, PermissionRule
+from ._types import PermissionContext, PermissionDecision, PermissionMode
+
+if TYPE_CHECKING:
+    from ..tool._base import ToolBase
+
+__all__ = ["PermissionEngine"]
+
+
+async def _maybe_await(value: Any) -> Any:
+    """Accept both sync and async implementations of a tool's permission hooks."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class PermissionEngine:
+    """Checks tool calls against a :class:`PermissionContext`.
+
+    The engine mutates the context it is given (``add_rule``), so rules added while answering a
+    confirmation persist with the agent state that owns the context.
+    """
+
+    def __init__(self, context: PermissionContext | None = None) -> None:
+        self.context = context if context is not None else PermissionContext()
+
+    def add_rule(self, rule: PermissionRule) -> None:
+        """Append ``rule`` to the list for its tool and behavior (passthrough is ignored)."""
+        table = {
+            PermissionBehavior.ALLOW: self.context.allow_rules,
+            PermissionBehavior.DENY: self.context.deny_rules,
+            PermissionBehavior.ASK: self.context.ask_rules,
+        }.get(rule.behavior)
+        if table is not None:
+            table.setdefault(rule.tool_name, []).append(rule)
+
+    async def check_permission(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision:
+        """Decide whether ``tool`` may run with ``tool_input`` under the current mode.
+
+        Raises:
+            ValueError: the context's mode is not a :class:`PermissionMode`.
+        """
+        mode = self.context.mode
+        if mode in (PermissionMode.DEFAULT, PermissionMode.ACCEPT_EDITS):
+            return await self._check_asking_mode(tool, tool_input)
+        if mode == PermissionMode.EXPLORE:
+            return await self._check_explore(tool, tool_input)
+        if mode == PermissionMode.BYPASS:
+            return await self._check_bypass(tool, tool_input)
+        if mode == PermissionMode.DONT_ASK:
+            return await self._check_dont_ask(tool, tool_input)
+        raise ValueError(f"Unknown permission mode: {mode}")
+
+    # -- modes -------------------------------------------------------------------------------
+
+    async def _check_asking_mode(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision:
+        early = await self._deny_ask_read_only(tool, tool_input)
+        if early is not None:
+            return early
+        decision: PermissionDecision = await _maybe_await(
+            tool.check_permissions(tool_input, self.context)
+        )
+        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
+            return decision
+        if _is_safety_ask(decision):
+            decision.suggested_rules = await self._suggestions(tool, tool_input)
+            return decision
+        allow = await self._match_allow(tool, tool_input)
+        if allow is not None:
+            return allow
+        return PermissionDecision(
+            behavior=PermissionBehavior.ASK,
+            message=f"Permission required for {tool.name}",
+            decision_reason=f"Mode: {self.context.mode.value}",
+            suggested_rules=await self._suggestions(tool, tool_input),
+        )
+
+    async def _check_explore(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision:
+        early = await self._deny_ask_read_only(tool, tool_input)
+        if early is not None:
+            return early
+        return PermissionDecision(
+            behavior=PermissionBehavior.DENY,
+            message=f"Permission denied for {tool.name} (explore mode is read-only)",
+            decision_reason="Explore mode does not allow modifications",
+        )
+
+    async def _check_bypass(self, tool: ToolBase, tool_input: dict[str, Any]) -> PermissionDecision:
+        early = await self._deny_ask_read_only(tool, tool_input)
+        if early is not None:
+            return early
+        decision: PermissionDecision = await _maybe_await(
+            tool.check_permissions(tool_input, self.context)
+        )
+        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
+            return decision
+        allow = await self._match_allow(tool, tool_input)
+        if allow is not None:
+            return allow
+        return PermissionDecision(
+            behavior=PermissionBehavior.ALLOW,
+            message=f"Permission granted for {tool.name} (bypass mode)",
+            decision_reason="Bypass mode allows all operations",
+        )
+
+    async def _check_dont_ask(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision:
+        deny = await self._match_deny(tool, tool_input)
+        if deny is not None:
+            return deny
+        ask = await self._match_ask(tool, tool_input)
+        if ask is not None:
+            ask.suggested_rules = await self._suggestions(tool, tool_input)
+            return _ask_to_deny(tool, ask)
+        read_only = await self._read_only(tool, tool_input)
+        if read_only is not None:
+            return read_only
+        decision: PermissionDecision = await _maybe_await(
+            tool.check_permissions(tool_input, self.context)
+        )
+        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
+            return decision
+        if _is_safety_ask(decision):
+            decision.suggested_rules = await self._suggestions(tool, tool_input)
+            return _ask_to_deny(tool, decision)
+        allow = await self._match_allow(tool, tool_input)
+        if allow is not None:
+            return allow
+        return PermissionDecision(
+            behavior=PermissionBehavior.DENY,
+            message=f"Permission denied for {tool.name} (dont_ask mode - user not available)",
+            decision_reason="User is not available to answer permission prompts",
+        )
+
+    # -- shared steps ------------------------------------------------------------------------
+
+    async def _deny_ask_read_only(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision | None:
+        """Steps D, A (with suggestions) and R, shared by every mode but dont_ask."""
+        deny = await self._match_deny(tool, tool_input)
+        if deny is not None:
+            return deny
+        ask = await self._match_ask(tool, tool_input)
+        if ask is not None:
+            ask.suggested_rules = await self._suggestions(tool, tool_input)
+            return ask
+        return await self._read_only(tool, tool_input)
+
+    async def _read_only(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision | None:
+        if await _maybe_await(tool.check_read_only(tool_input)):
+            return PermissionDecision(
+                behavior=PermissionBehavior.ALLOW,
+                message=f"Permission granted for {tool.name} (read-only invocation)",
+                decision_reason="Read-only operations are auto-allowed",
+            )
+        return None
+
+    async def _match_deny(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision | None:
+        rule = await self._first_match(self.context.deny_rules, tool, tool_input)
+        if rule is None:
+            return None
+        return PermissionDecision(
+            behavior=PermissionBehavior.DENY,
+            message=f"Permission to use {tool.name} has been denied",
+            decision_reason=f"Rule: {rule.rule_content}",
+        )
+
+    async def _match_ask(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision | None:
+        rule = await self._first_match(self.context.ask_rules, tool, tool_input)
+        if rule is None:
+            return None
+        return PermissionDecision(
+            behavior=PermissionBehavior.ASK,
+            message=f"Permission required for {tool.name}",
+            decision_reason=f"Rule: {rule.rule_content}",
+        )
+
+    async def _match_allow(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> PermissionDecision | None:
+        rule = await self._first_match(self.context.allow_rules, tool, tool_input)
+        if rule is None:
+            return None
+        return PermissionDecision(
+            behavior=PermissionBehavior.ALLOW,
+            message=f"Permission granted for {tool.name}",
+            updated_input=tool_input,
+        )
+
+    async def _first_match(
+        self,
+        table: dict[str, list[PermissionRule]],
+        tool: ToolBase,
+        tool_input: dict[str, Any],
+    ) -> PermissionRule | None:
+        for rule in table.get(tool.name, []):
+            if not rule.rule_content:
+                return rule
+            if await _maybe_await(tool.match_rule(rule.rule_content, tool_input)):
+                return rule
+        return None
+
+    async def _suggestions(
+        self, tool: ToolBase, tool_input: dict[str, Any]
+    ) -> list[PermissionRule]:
+        return list(await _maybe_await(tool.generate_suggestions(tool_input)))
+
+
+def _is_safety_ask(decision: PermissionDecision) -> bool:
+    return decision.behavior == PermissionBehavior.ASK and decision.bypass_immune
+
+
+def _ask_to_deny(tool: ToolBase, ask: PermissionDecision) -> PermissionDecision:
+    """dont_ask mode: the user cannot answer, so an ASK becomes a DENY (suggestions kept)."""
+    return PermissionDecision(
+        behavior=PermissionBehavior.DENY,
+        message=(
+            f"Permission denied for {tool.name} "
+            "(dont_ask mode - ASK converted to DENY, user not available)"
+        ),
+        decision_reason=(
+            f"DONT_ASK mode converted ASK to DENY. Original reason: {ask.decision_reason}"
+        ),
+        suggested_rules=ask.suggested_rules,
+    )

@@ -1,0 +1,91 @@
+"""Permission data: modes, the persisted context, and the decision a check produces.
+
+:class:`PermissionContext` lives in the agent's state and is persisted with it, so it is an attrs
+class that round-trips through :mod:`trioagent.serialization`.  :class:`PermissionDecision` is the
+transient answer of one check (tools_middleware.md §6.1).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from .._rules import PermissionBehavior, PermissionRule
+
+__all__ = [
+    "AdditionalWorkingDirectory",
+    "PermissionContext",
+    "PermissionDecision",
+    "PermissionMode",
+]
+
+
+class PermissionMode(enum.StrEnum):
+    """How the engine treats calls no rule decides (tools_middleware.md §6.2).
+
+    * ``default`` — ask the user unless a rule, the read-only fast path or the tool allows it.
+    * ``accept_edits`` — same algorithm; tools' own checks auto-allow edits inside the working
+      directories.
+    * ``explore`` — read-only: anything not read-only is denied; allow rules are not consulted.
+    * ``bypass`` — allow everything not denied/asked by a rule or denied by the tool; a tool's
+      safety ASK is ignored.  For sandboxes only.
+    * ``dont_ask`` — nobody is there to answer: every ASK becomes DENY.
+    """
+
+    DEFAULT = "default"
+    ACCEPT_EDITS = "accept_edits"
+    EXPLORE = "explore"
+    BYPASS = "bypass"
+    DONT_ASK = "dont_ask"
+
+
+@attrs.define(kw_only=True)
+class AdditionalWorkingDirectory:
+    """A directory (besides the process's cwd) in which edits count as "inside the project"."""
+
+    path: str
+    source: str = "session"
+
+
+def _rule_dict() -> dict[str, list[PermissionRule]]:
+    return {}
+
+
+@attrs.define(kw_only=True)
+class PermissionContext:
+    """The persisted permission settings of one agent.
+
+    ``allow_rules`` / ``deny_rules`` / ``ask_rules`` map a tool name to its rules, in the order
+    they were added (first match wins).  ``working_directories`` maps a path to its
+    :class:`AdditionalWorkingDirectory`.
+    """
+
+    mode: PermissionMode = attrs.field(default=PermissionMode.DEFAULT, converter=PermissionMode)
+    working_directories: dict[str, AdditionalWorkingDirectory] = attrs.field(factory=dict)
+    allow_rules: dict[str, list[PermissionRule]] = attrs.field(factory=_rule_dict)
+    deny_rules: dict[str, list[PermissionRule]] = attrs.field(factory=_rule_dict)
+    ask_rules: dict[str, list[PermissionRule]] = attrs.field(factory=_rule_dict)
+
+
+@attrs.define
+class PermissionDecision:
+    """The outcome of a permission check.
+
+    Attributes:
+        behavior: allow, deny, ask or passthrough (a tool deferring to the engine).
+        message: human-readable text; a DENY's message becomes the denied tool result.
+        decision_reason: why (``"Rule: <content>"``, ``"Mode: default"``, ...).
+        updated_input: when set on an ALLOW, the input the tool runs with (DESIGN.md §6).
+        suggested_rules: rules the user may add to avoid being asked again.
+        bypass_immune: a tool's *safety* ASK, which allow rules cannot silence (bypass mode
+            still ignores it; dont_ask turns it into DENY).
+    """
+
+    behavior: PermissionBehavior = attrs.field(converter=PermissionBehavior)
+    message: str
+    decision_reason: str | None = None
+    updated_input: dict[str, Any] | None = None
+    suggested_rules: list[PermissionRule] | None = None
+    bypass_immune: bool = False

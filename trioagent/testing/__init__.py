@@ -1,0 +1,54 @@
+"""Testing kit for agents built on trioagent: a scripted model, the cancellation sweep and a
+loopback OpenAI-compatible server."""
+
+from ._scripted import (
+    ScriptedModel as ScriptedModel,
+    ScriptedRequest as ScriptedRequest,
+    ScriptError as ScriptError,
+    text_chunks as text_chunks,
+    thinking_chunks as thinking_chunks,
+    tool_call_chunks as tool_call_chunks,
+)
+from ._server import (
+    ConnectionRecord as ConnectionRecord,
+    OpenAICompatibleServer as OpenAICompatibleServer,
+    RecordedRequest as RecordedRequest,
+    ScriptedError as ScriptedError,
+    ScriptedReply as ScriptedReply,
+    ScriptedSSE as ScriptedSSE,
+    ScriptedToolCall as ScriptedToolCall,
+    ScriptEntry as ScriptEntry,
+    serve_openai_compatible as serve_openai_compatible,
+)
+from ._sweep import (
+    CancelMode as CancelMode,
+    SweepReport as SweepReport,
+    SweepRun as SweepRun,
+    SweepViolation as SweepViolation,
+    cancel_sweep as cancel_sweep,
+    check_reply_rules as check_reply_rules,
+)
+
+__all__ = [
+    "CancelMode",
+    "ConnectionRecord",
+    "OpenAICompatibleServer",
+    "RecordedRequest",
+    "ScriptEntry",
+    "ScriptError",
+    "ScriptedError",
+    "ScriptedModel",
+    "ScriptedReply",
+    "ScriptedRequest",
+    "ScriptedSSE",
+    "ScriptedToolCall",
+    "SweepReport",
+    "SweepRun",
+    "SweepViolation",
+    "cancel_sweep",
+    "check_reply_rules",
+    "serve_openai_compatible",
+    "text_chunks",
+    "thinking_chunks",
+    "tool_call_chunks",
+]

@@ -1,0 +1,228 @@
+"""Wrap a plain Python function as a tool: :class:`FunctionTool`."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any
+
+import trio
+
+from .._rules import PermissionBehavior
+from ..exception import ToolInputValidationError
+from ..permission._types import PermissionContext, PermissionDecision
+from ._base import ToolBase, ToolMiddlewareBase
+from ._docstring import parse_docstring
+from ._response import Emit, ToolChunk, chunk_from_value
+from ._schema import (
+    callable_docstring,
+    callable_name,
+    function_input_schema,
+    needs_structuring,
+    remove_title_field,
+    resolve_type_hints,
+)
+
+__all__ = ["FunctionTool"]
+
+
+class FunctionTool(ToolBase):
+    """A tool made from a function, with its schema read from the signature and docstring.
+
+    **Schema.** ``name`` defaults to the function's name, ``description`` to its docstring
+    (the text before the ``Args:``-like sections), ``input_schema`` to the schema of its
+    parameters (:mod:`trioagent.tool._schema`; Google, NumPy and reST docstrings give the
+    parameter descriptions).  ``emit``, ``_agent_state``, ``self``/``cls`` and
+    ``*args``/``**kwargs`` are not part of the schema.  An explicit ``input_schema`` may be a
+    dict or a pydantic model class.
+
+    **Calling.** Arguments arrive as JSON values; parameters annotated with attrs classes,
+    dataclasses, enums or pydantic models are converted to those types first (a mismatch is a
+    :class:`~trioagent.exception.ToolInputValidationError`).  Async functions are awaited.  Sync
+    functions run inline in the event loop — keep them quick — or, with ``blocking=True``, in a
+    worker thread via :func:`trio.to_thread.run_sync` (cancellation then waits for the thread
+    to finish, since threads cannot be interrupted).
+
+    **Streaming.** Declare a parameter named ``emit``:
+
+    * async function: ``await emit(ToolChunk(...))`` — delivered immediately;
+    * sync function with ``blocking=True``: ``emit(chunk)`` — delivered immediately from the
+      worker thread;
+    * sync inline function: ``emit(chunk)`` — buffered and delivered right after it returns.
+
+    A sync *generator* function streams too: each yielded value becomes one chunk.  Async
+    generator functions are rejected (no async generators in a Trio program's tool path: they
+    cannot be cleaned up deterministically) — use ``emit``.
+
+    **Return value** → the final chunk: ``None`` (nothing), a :class:`ToolChunk` (as is), a
+    ``str`` (one text block), a ``TextBlock`` / ``DataBlock`` or a non-empty list of them, an
+    attrs instance or any JSON-serializable value (``json.dumps(..., ensure_ascii=False)``,
+    falling back to ``str()``).  A returned :class:`ToolResponse` is the final result as is
+    (emitted as one chunk if the function emitted nothing).
+
+    **Permission.** ``permission`` is the decision :meth:`check_permissions` returns; without
+    it the user is asked (``"Custom function tools must be explicitly allowed by the user."``).
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | type | None = None,
+        is_concurrency_safe: bool = True,
+        is_read_only: bool = False,
+        is_state_injected: bool = False,
+        middlewares: list[ToolMiddlewareBase] | None = None,
+        permission: PermissionDecision | None = None,
+        *,
+        is_background: bool = False,
+        background_after: float | None = None,
+        metadata_schema: dict[str, Any] | None = None,
+        blocking: bool = False,
+    ) -> None:
+        if not callable(func):
+            raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
+        if inspect.isasyncgenfunction(func) or inspect.isasyncgenfunction(
+            getattr(func, "__call__", None)  # noqa: B004 - callable objects
+        ):
+            raise TypeError(
+                f"{callable_name(func)} is an async generator function; tools stream by "
+                "declaring an `emit` parameter and calling `await emit(ToolChunk(...))`"
+            )
+        if is_state_injected and (is_background or background_after is not None):
+            raise ValueError("a tool with is_state_injected=True cannot run in the background")
+        super().__init__(
+            middlewares, is_background=is_background, background_after=background_after
+        )
+        self.name = name or callable_name(func)
+        self.description = (
+            description if description is not None else _description(callable_docstring(func))
+        )
+        if input_schema is None:
+            self.input_schema = function_input_schema(func)
+        elif isinstance(input_schema, dict):
+            self.input_schema = input_schema
+        elif callable(getattr(input_schema, "model_json_schema", None)):
+            self.input_schema = remove_title_field(input_schema.model_json_schema())  # type: ignore[attr-defined]
+        else:
+            raise TypeError("input_schema must be a JSON schema dict or a pydantic model class")
+        self.validate_schema()
+        self.is_concurrency_safe = is_concurrency_safe
+        self.is_read_only = is_read_only
+        self.is_state_injected = is_state_injected
+        self.metadata_schema = metadata_schema
+        self.blocking = blocking
+        self._func = func
+        self._permission = permission
+        self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+            getattr(func, "__call__", None)  # noqa: B004 - callable objects
+        )
+        parameters = inspect.signature(func).parameters
+        self._wants_emit = "emit" in parameters
+        hints = resolve_type_hints(func)
+        self._structured = {
+            name: hints[name]
+            for name in parameters
+            if name in hints and needs_structuring(hints[name])
+        }
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        return self._func
+
+    async def check_permissions(
+        self, tool_input: dict[str, Any], context: PermissionContext
+    ) -> PermissionDecision:
+        """The ``permission`` given at construction (a copy), else ASK."""
+        if self._permission is not None:
+            return copy.deepcopy(self._permission)
+        return PermissionDecision(
+            behavior=PermissionBehavior.ASK,
+            message="Custom function tools must be explicitly allowed by the user.",
+        )
+
+    async def call(self, emit: Emit, /, **kwargs: Any) -> Any:
+        """Invoke the function (see the class docstring for the calling conventions)."""
+        kwargs = self._structure(kwargs)
+        buffered: list[ToolChunk] = []
+        if self._wants_emit:
+            kwargs["emit"] = self._emit_for(emit, buffered)
+        if self._is_async:
+            result = await self._func(**kwargs)
+        elif self.blocking:
+            result = await trio.to_thread.run_sync(functools.partial(self._func, **kwargs))
+        else:
+            try:
+                result = self._func(**kwargs)
+            except Exception:
+                for chunk in buffered:  # what it streamed before failing still counts
+                    await emit(chunk)
+                raise
+            for chunk in buffered:
+                await emit(chunk)
+            buffered.clear()
+            if inspect.isawaitable(result):
+                result = await result
+        for chunk in buffered:
+            await emit(chunk)
+        if isinstance(result, Generator):
+            await self._drain(result, emit)
+            return None
+        return result
+
+    def _emit_for(self, emit: Emit, buffered: list[ToolChunk]) -> Any:
+        if self._is_async:
+            return emit
+        if self.blocking:
+
+            def emit_from_thread(chunk: ToolChunk) -> None:
+                trio.from_thread.run(emit, chunk)
+
+            return emit_from_thread
+        return buffered.append
+
+    async def _drain(self, generator: Generator[Any, None, Any], emit: Emit) -> None:
+        """Emit every item of a sync generator (stepped in a thread when ``blocking``)."""
+        done = object()
+        try:
+            while True:
+                if self.blocking:
+                    item = await trio.to_thread.run_sync(next, generator, done)
+                else:
+                    item = next(generator, done)
+                if item is done:
+                    return
+                chunk = chunk_from_value(item)
+                if chunk is not None:
+                    await emit(chunk)
+        finally:
+            generator.close()
+
+    def _structure(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if not self._structured:
+            return kwargs
+        from ..serialization import SerializationError, structure
+
+        converted = dict(kwargs)
+        for name, annotation in self._structured.items():
+            if name not in converted:
+                continue
+            value = converted[name]
+            try:
+                if callable(getattr(annotation, "model_validate", None)):
+                    converted[name] = annotation.model_validate(value)
+                else:
+                    converted[name] = structure(value, annotation)
+            except (SerializationError, ValueError, TypeError) as exc:
+                raise ToolInputValidationError(
+                    f"Input validation failed for tool '{self.name}': argument {name!r}: {exc}"
+                ) from exc
+        return converted
+
+
+def _description(docstring: str) -> str:
+    return parse_docstring(docstring).description
