@@ -286,7 +286,9 @@ async def test_reset_tools_activates_groups_in_the_state():
     toolkit = _grouped_toolkit()
     state = FakeState()
     emit = Recorder()
-    response = await toolkit.call_tool(call("reset_tools", {"group_2": True}), state=state, emit=emit)
+    response = await toolkit.call_tool(
+        call("reset_tools", {"group_2": True}), state=state, emit=emit
+    )
     assert len(emit.chunks) == 1
     assert state.tool_context.activated_groups == ["group_2"]
     assert response.state == ToolResultState.SUCCESS
@@ -390,7 +392,9 @@ def test_validate_call_errors_are_model_readable():
     message = bad_json.value.message
     assert message.startswith("<system-reminder>Error: When decoding your tool arguments")
     assert "your_tool_arguments = 'not json'" in message
-    assert message.endswith("**You should recorrect the arguments in JSON format.**</system-reminder>")
+    assert message.endswith(
+        "**You should recorrect the arguments in JSON format.**</system-reminder>"
+    )
     with pytest.raises(ToolJSONDecodeError, match="dict object is expected"):
         toolkit.validate_call(call("add", "[1, 2]"))
     with pytest.raises(ToolJSONDecodeError, match="NaN and Infinity"):
@@ -538,9 +542,13 @@ async def test_state_injection_and_validated_input_override():
 
     toolkit.register_function(stateful, is_state_injected=True)
     toolkit.register_function(plain, input_schema={"type": "object", "properties": {}})
-    assert "_agent_state" not in toolkit.get_tool_schemas()[0]["function"]["parameters"]["properties"]
+    assert (
+        "_agent_state" not in toolkit.get_tool_schemas()[0]["function"]["parameters"]["properties"]
+    )
     state = FakeState()
-    response = await toolkit.call_tool(call("stateful", "garbage"), state=state, tool_input={"x": 7})
+    response = await toolkit.call_tool(
+        call("stateful", "garbage"), state=state, tool_input={"x": 7}
+    )
     assert response.text() == "7"
     assert seen["state"] is state
     await toolkit.call_tool(call("plain"), state=state)

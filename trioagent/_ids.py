@@ -7,15 +7,24 @@ the factories with :func:`set_id_factory` / :func:`set_timestamp_factory`.
 
 from __future__ import annotations
 
-import uuid
+import os
+import random
 from collections.abc import Callable
 from datetime import datetime
 
 __all__ = ["generate_id", "generate_timestamp", "set_id_factory", "set_timestamp_factory"]
 
 
+# Ids are not secrets: a private Mersenne Twister seeded from the OS is ~8x faster than
+# uuid.uuid4() (which reads os.urandom per call), and events are built once per token.
+_random = random.Random(os.urandom(32))
+_VERSION_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
+_VERSION_BITS = (0x4000 << 64) | (0x8000 << 48)
+
+
 def _default_id() -> str:
-    return uuid.uuid4().hex
+    """A random (version 4) UUID as 32 lowercase hex characters, like ``uuid4().hex``."""
+    return f"{(_random.getrandbits(128) & _VERSION_MASK) | _VERSION_BITS:032x}"
 
 
 def _default_timestamp() -> str:

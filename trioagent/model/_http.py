@@ -194,6 +194,23 @@ async def send_request(
     raise error_from_response(response.status_code, response.headers, body, redact=redact)
 
 
+async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[str, None]) -> None:
+    """Close the response, then run its iterator to the end.
+
+    httpx's ``aiter_text()`` iterates nested async generators (``aiter_bytes``, ``aiter_raw``,
+    the transport streams).  Closing only the outer one leaves the inner ones to the garbage
+    collector, which trio reports as a ``ResourceWarning``.  Closing the connection first makes
+    the inner generators end with a read error (or drain what is already buffered), so every
+    one of them finishes here, in the task that owns the call.
+    """
+    # Shielded: also runs when the call is being cancelled; deadline: CLOSE_GRACE seconds.
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
+        await response.aclose()
+        with contextlib.suppress(Exception):
+            async for _ in pieces:
+                pass
+
+
 async def read_sse(
     response: httpx.Response,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
@@ -203,20 +220,24 @@ async def read_sse(
     After the terminator the rest of the body is drained (so the connection can be reused).
     Returns whether the terminator was seen; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
-    the read timeout).
+    the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
+    and its iterators finished before the exception propagates.
     """
     decoder = SSEDecoder()
     done = False
-    try:
-        # httpx types aiter_text() as an AsyncIterator; it is an async generator.
-        text = cast(AsyncGenerator[str, None], response.aiter_text())
-        async with contextlib.aclosing(text) as pieces:
+    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
+    pieces = cast(AsyncGenerator[str, None], response.aiter_text())
+    async with contextlib.aclosing(pieces):
+        try:
             async for piece in pieces:
                 for event in decoder.feed(piece):
                     if not done:
                         done = await handle(event)
-    except httpx.TransportError as exc:
-        if done:
-            return True
-        raise error_from_transport(exc, phase="body") from exc
+        except httpx.TransportError as exc:
+            if done:
+                return True
+            raise error_from_transport(exc, phase="body") from exc
+        except BaseException:
+            await _discard_rest(response, pieces)
+            raise
     return done

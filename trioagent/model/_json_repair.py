@@ -40,6 +40,10 @@ def _has_dropped_keys(original: Any, repaired: Any) -> bool:
     return False
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"NaN and Infinity are not valid JSON numbers (got {name}).")
+
+
 def _decode_error(json_str: str, message: str) -> ToolJSONDecodeError:
     if len(json_str) > 200:
         shown = json_str[:100] + "[TRUNCATE]" + json_str[-100:]
@@ -77,12 +81,14 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
     parsed: Any = None
     message = "Error: Failed to parse your tool arguments."
     try:
-        parsed = json.loads(json_str)
+        parsed = json.loads(json_str, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         message = (
             "Error: When decoding your tool arguments from JSON format to a Python "
             f"dictionary, a JSONDecodeError was raised with message: {exc}."
         )
+    except ValueError as exc:  # NaN / Infinity
+        message = f"Error: {exc}"
     else:
         if not isinstance(parsed, dict):
             message = (

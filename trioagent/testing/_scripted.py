@@ -146,7 +146,7 @@ class ScriptedModel(ChatModelBase):
         chunks = [attrs.evolve(step, is_last=False)] if isinstance(step, ChatResponse) else step
         for chunk in chunks:
             await self._pause()
-            await send.send(copy.deepcopy(chunk))
+            await send.send(chunk)  # the accumulator never mutates the chunks it is given
 
     async def _call_api(
         self,

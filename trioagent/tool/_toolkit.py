@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, cast
 
 import jsonschema
 
@@ -176,7 +176,9 @@ class Toolkit:
             ValueError: no such group, or an invalid input schema.
             TypeError: not a :class:`ToolBase`.
         """
-        new_tools = [tool] if not isinstance(tool, list | tuple) else list(tool)
+        new_tools: list[ToolBase] = (
+            list(tool) if isinstance(tool, list | tuple) else [cast(ToolBase, tool)]
+        )
         for new_tool in new_tools:
             _check_tool(new_tool)
         group = self._group(group_name)

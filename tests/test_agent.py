@@ -1,0 +1,638 @@
+"""The ReAct agent (trioagent/agent/_agent.py): reference/agent.md §10 behaviours 1-5 and 7,
+adapted to the trio API, plus errors, the missing-final-chunk guard and the max-iters round."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import trio
+
+from agent_helpers import (
+    ALLOW,
+    Recorder,
+    assert_paired,
+    final_response,
+    kinds,
+    make_agent,
+    sequential_toolkit,
+    user,
+)
+from trioagent.agent import Agent, ContextConfig, InjectionConfig, ModelConfig, ReActConfig
+from trioagent.event import (
+    ModelCallEndEvent,
+    ReplyEndEvent,
+    ReplyStartEvent,
+    TextBlockDeltaEvent,
+    ToolResultEndEvent,
+)
+from trioagent.exception import ModelError, ModelUpstreamError
+from trioagent.message import (
+    HintBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultBlock,
+    ToolResultState,
+)
+from trioagent.middleware import MiddlewareBase
+from trioagent.model import ChatResponse, ChatUsage
+from trioagent.testing import ScriptedModel, text_chunks, thinking_chunks, tool_call_chunks
+from trioagent.tool import Toolkit
+from trioagent.types import ErrorType, ReplyFinishedReason
+
+# -- 1. a streamed text reply ---------------------------------------------------------------------
+
+
+async def test_streaming_text_reply_events_context_and_final_msg():
+    agent, model = make_agent([text_chunks("Hel", "lo", " world")])
+    rec = Recorder()
+    msg = await agent.reply(user("hi"), on_event=rec)
+
+    assert rec.types == [
+        "REPLY_START",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_END",
+        "MODEL_CALL_END",
+        "REPLY_END",
+    ]
+    assert [e.delta for e in rec.events if isinstance(e, TextBlockDeltaEvent)] == [
+        "Hel",
+        "lo",
+        " world",
+    ]
+    start, end = rec.events[0], rec.events[-1]
+    assert isinstance(start, ReplyStartEvent)
+    assert start.name == "assistant"
+    assert start.session_id == agent.state.session_id
+    call_end = rec.events[-2]
+    assert isinstance(call_end, ModelCallEndEvent)
+    assert (call_end.input_tokens, call_end.output_tokens) == (0, 0)
+    assert call_end.finished_reason == "completed"
+    assert isinstance(end, ReplyEndEvent)
+    assert end.finished_reason == "completed"
+    assert end.error is None
+    reply_id = agent.state.reply_id
+    assert {e.reply_id for e in rec.events} == {reply_id}
+
+    # context: [user msg (finished_at set), assistant msg holding the final text]
+    ctx = agent.state.context
+    assert [m.role for m in ctx] == ["user", "assistant"]
+    assert ctx[0].finished_at is not None
+    assert ctx[1].id == reply_id
+    assert ctx[1].name == "assistant"
+    assert ctx[1].get_text_content() == "Hello world"
+    assert ctx[1].finished_reason is None
+    assert ctx[1].finished_at is None
+    assert agent.state.cur_iter == 1
+
+    assert msg.id == reply_id
+    assert msg.get_text_content() == "Hello world"
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert msg.usage is None
+    # The final Msg does not share block objects with the context (reference quirk §12).
+    assert msg.content[0] is not ctx[1].content[0]
+    model.assert_consumed()
+
+
+async def test_second_reply_appends_two_messages_with_a_new_reply_id():
+    agent, model = make_agent([text_chunks("one"), text_chunks("two")])
+    first = await agent.reply(user("a"))
+    first_id = agent.state.reply_id
+    second = await agent.reply(user("b"))
+    assert agent.state.reply_id != first_id
+    assert first.id == first_id
+    assert second.id == agent.state.reply_id
+    assert len(agent.state.context) == 4
+    assert [m.get_text_content() for m in agent.state.context] == ["a", "one", "b", "two"]
+    assert agent.state.cur_iter == 1
+    # The second request carried the whole history.
+    sent = model.requests[1].messages
+    assert [m.role for m in sent] == ["system", "user", "assistant", "user"]
+
+
+async def test_reply_with_a_str_raises_type_error():
+    agent, model = make_agent([text_chunks("x")])
+    with pytest.raises(TypeError, match="Msg"):
+        await agent.reply("hello")  # type: ignore[arg-type]
+    assert model.requests == []
+    assert not agent.is_replying
+
+
+async def test_call_is_reply_and_a_list_of_messages_is_accepted():
+    agent, model = make_agent([text_chunks("ok")])
+    msg = await agent([user("a"), user("b")])
+    assert msg.get_text_content() == "ok"
+    assert [m.get_text_content() for m in model.requests[0].messages[1:]] == ["a", "b"]
+
+
+async def test_incoming_messages_are_deep_copies():
+    agent, _ = make_agent([text_chunks("ok")])
+    incoming = user("original")
+    await agent.reply(incoming)
+    incoming.content[0].text = "mutated"  # type: ignore[union-attr]
+    assert agent.state.context[0].get_text_content() == "original"
+
+
+# -- 2. usage -------------------------------------------------------------------------------------
+
+
+async def test_usage_reaches_model_call_end_context_and_final_msg():
+    usage = ChatUsage(
+        input_tokens=11, output_tokens=7, cache_input_tokens=None, cache_creation_input_tokens=3
+    )
+    agent, _ = make_agent([text_chunks("a", "b", usage=usage)])
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    end = next(e for e in rec.events if isinstance(e, ModelCallEndEvent))
+    assert (end.input_tokens, end.output_tokens) == (11, 7)
+    assert end.cache_input_tokens == 0  # None becomes 0
+    assert end.cache_creation_input_tokens == 3
+    for u in (agent.state.context[-1].usage, msg.usage):
+        assert u is not None
+        assert (u.input_tokens, u.output_tokens) == (11, 7)
+        assert (u.cache_input_tokens, u.cache_creation_input_tokens) == (0, 3)
+
+
+async def test_usage_accumulates_over_the_model_calls_of_a_reply():
+    toolkit = sequential_toolkit(_echo)
+    agent, _ = make_agent(
+        [
+            [
+                *tool_call_chunks("c1", "_echo", '{"x": "a"}'),
+                ChatResponse(content=[], is_last=False, usage=ChatUsage(input_tokens=5)),
+            ],
+            text_chunks("done", usage=ChatUsage(input_tokens=7, output_tokens=2)),
+        ],
+        toolkit=toolkit,
+    )
+    msg = await agent.reply(user())
+    assert msg.usage is not None
+    assert (msg.usage.input_tokens, msg.usage.output_tokens) == (12, 2)
+
+
+# -- 3. thinking-only, then text ------------------------------------------------------------------
+
+
+async def test_thinking_only_response_continues_the_loop():
+    agent, model = make_agent([thinking_chunks("let me ", "think"), text_chunks("answer")])
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    assert len(model.requests) == 2
+    assert agent.state.cur_iter == 2
+    assert [type(b) for b in msg.content] == [TextBlock]
+    assert msg.get_text_content() == "answer"
+    reply_msg = agent.state.context[-1]
+    assert [type(b) for b in reply_msg.content] == [ThinkingBlock, TextBlock]
+    assert reply_msg.content[0].thinking == "let me think"  # type: ignore[union-attr]
+    assert rec.types == [
+        "REPLY_START",
+        "MODEL_CALL_START",
+        "THINKING_BLOCK_START",
+        "THINKING_BLOCK_DELTA",
+        "THINKING_BLOCK_DELTA",
+        "THINKING_BLOCK_END",
+        "MODEL_CALL_END",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_END",
+        "MODEL_CALL_END",
+        "REPLY_END",
+    ]
+    # The second request saw the thinking and no extra hint.
+    second = model.requests[1].messages[-1]
+    assert [type(b) for b in second.content] == [ThinkingBlock]
+
+
+async def test_final_msg_keeps_thinking_of_the_last_response():
+    agent, _ = make_agent(
+        [[*thinking_chunks("hmm"), *text_chunks("answer")]],
+    )
+    msg = await agent.reply(user())
+    assert [type(b) for b in msg.content] == [ThinkingBlock, TextBlock]
+
+
+async def test_empty_response_ends_the_reply_with_an_empty_msg():
+    # Reference quirk §12, kept: an empty model answer is a (blank) final answer.
+    agent, model = make_agent([final_response()])
+    msg = await agent.reply(user())
+    assert msg.content == []
+    assert msg.finished_reason == "completed"
+    assert len(model.requests) == 1
+
+
+# -- 4/5. tool rounds -----------------------------------------------------------------------------
+
+
+def _echo(x: str) -> str:
+    """Echo sequentially.
+
+    Args:
+        x: the value.
+    """
+    return f"Sequential result: {x}"
+
+
+async def test_one_tool_round_then_text_with_max_iters_2():
+    agent, model = make_agent(
+        [tool_call_chunks("c1", "_echo", '{"x": "x"}'), text_chunks("done")],
+        toolkit=sequential_toolkit(_echo),
+        react_config=ReActConfig(max_iters=2),
+    )
+    msg = await agent.reply(user())
+    assert msg.finished_reason == "completed"
+    assert msg.get_text_content() == "done"
+    assert len(model.requests) == 2
+    assert agent.state.cur_iter == 2
+    result = next(
+        b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock)
+    )
+    assert result.state == ToolResultState.SUCCESS
+    assert [b.text for b in result.output] == ["Sequential result: x"]  # type: ignore[union-attr]
+    # The second request paired the call with its result.
+    assert_paired(model.requests[1].messages)
+
+
+async def test_sequential_tool_calls_streamed_in_fragments():
+    toolkit = sequential_toolkit(_echo)
+    chunks = [
+        *text_chunks("I will ", "call", block_id="t1"),
+        *tool_call_chunks("c1", "_echo", '{"x": ', '"a"}'),
+        *tool_call_chunks("c2", "_echo", '{"x": "b"}'),
+    ]
+    agent, model = make_agent([chunks, text_chunks("all done")], toolkit=toolkit)
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+
+    def label(e):
+        ident = getattr(e, "tool_call_id", None)
+        return f"{e.type}:{ident}" if ident else str(e.type)
+
+    assert [label(e) for e in rec.events] == [
+        "REPLY_START",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_END",  # the first chunk without text closes the text block
+        "TOOL_CALL_START:c1",
+        "TOOL_CALL_DELTA:c1",
+        "TOOL_CALL_DELTA:c1",
+        "TOOL_CALL_START:c2",
+        "TOOL_CALL_DELTA:c2",
+        "TOOL_CALL_END:c1",  # c1 is missing from the chunk that starts c2
+        "TOOL_CALL_END:c2",
+        "MODEL_CALL_END",
+        "TOOL_RESULT_START:c1",
+        "TOOL_RESULT_TEXT_DELTA:c1",
+        "TOOL_RESULT_END:c1",
+        "TOOL_RESULT_START:c2",
+        "TOOL_RESULT_TEXT_DELTA:c2",
+        "TOOL_RESULT_END:c2",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_END",
+        "MODEL_CALL_END",
+        "REPLY_END",
+    ]
+    reply_msg = agent.state.context[-1]
+    assert len(agent.state.context) == 2
+    shape = [
+        (type(b).__name__, getattr(b, "id", None) if not isinstance(b, TextBlock) else b.text)
+        for b in reply_msg.content
+    ]
+    assert shape == [
+        ("TextBlock", "I will call"),
+        ("ToolCallBlock", "c1"),
+        ("ToolCallBlock", "c2"),
+        ("ToolResultBlock", "c1"),
+        ("ToolResultBlock", "c2"),
+        ("TextBlock", "all done"),
+    ]
+    calls = [b for b in reply_msg.content if isinstance(b, ToolCallBlock)]
+    assert [c.state for c in calls] == [ToolCallState.FINISHED] * 2
+    assert json.loads(calls[0].input) == {"x": "a"}
+    results = [b for b in reply_msg.content if isinstance(b, ToolResultBlock)]
+    assert [r.output[0].text for r in results] == [  # type: ignore[index,union-attr]
+        "Sequential result: a",
+        "Sequential result: b",
+    ]
+    ends = [e for e in rec.events if isinstance(e, ToolResultEndEvent)]
+    assert [e.state for e in ends] == ["success", "success"]
+    assert agent.state.cur_iter == 2
+    assert msg.get_text_content() == "all done"
+
+
+async def test_tool_exception_becomes_an_error_result_and_the_reply_continues():
+    def boom() -> str:
+        """Fail."""
+        raise ValueError("kaput")
+
+    agent, model = make_agent(
+        [tool_call_chunks("c1", "boom", "{}"), text_chunks("recovered")],
+        toolkit=sequential_toolkit(boom),
+    )
+    msg = await agent.reply(user())
+    assert msg.get_text_content() == "recovered"
+    result = next(b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock))
+    assert result.state == ToolResultState.ERROR
+    assert "kaput" in json.dumps([b.text for b in result.output])  # type: ignore[union-attr]
+
+
+async def test_unknown_tool_gets_an_error_result():
+    agent, model = make_agent(
+        [tool_call_chunks("c1", "nope", "{}"), text_chunks("ok")],
+    )
+    rec = Recorder()
+    await agent.reply(user(), on_event=rec)
+    result = next(b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock))
+    assert result.state == ToolResultState.ERROR
+    assert isinstance(result.output, str)
+    assert "nope" in result.output
+    assert_paired(model.requests[1].messages)
+
+
+# -- max iterations ------------------------------------------------------------------------------
+
+
+async def test_max_iters_forces_a_text_only_round():
+    agent, model = make_agent(
+        [tool_call_chunks("c1", "_echo", '{"x": "1"}'), text_chunks("summary")],
+        toolkit=sequential_toolkit(_echo),
+        react_config=ReActConfig(max_iters=1),
+    )
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    assert model.requests[0].tool_choice is None
+    forced = model.requests[1]
+    assert forced.tool_choice is not None
+    assert forced.tool_choice.mode == "none"
+    hint = forced.messages[-1].content[-1]
+    assert isinstance(hint, HintBlock)
+    assert "maximum of 1 reasoning-acting iterations" in str(hint.hint)
+    # As the reference (§3.7): the forced-final answer comes back as exceed_max_iters.
+    assert msg.get_text_content() == "summary"
+    assert msg.finished_reason == ReplyFinishedReason.EXCEED_MAX_ITERS
+    assert agent.state.cur_iter == 2
+    assert rec.types[-2:] == ["EXCEED_MAX_ITERS", "REPLY_END"]
+    assert rec.ends[0].finished_reason == "exceed_max_iters"
+
+
+async def test_max_iters_zero_first_reasoning_is_forced():
+    agent, model = make_agent([text_chunks("final")], react_config=ReActConfig(max_iters=0))
+    msg = await agent.reply(user())
+    assert model.requests[0].tool_choice is not None
+    assert model.requests[0].tool_choice.mode == "none"
+    assert msg.finished_reason == ReplyFinishedReason.EXCEED_MAX_ITERS
+
+
+async def test_model_ignoring_tool_choice_none_gets_the_canned_exceed_msg():
+    agent, model = make_agent(
+        [tool_call_chunks("c1", "_echo", '{"x": "1"}')],
+        toolkit=sequential_toolkit(_echo),
+        react_config=ReActConfig(max_iters=0),
+    )
+    msg = await agent.reply(user())
+    assert msg.get_text_content() == "The maximum reasoning-acting iterations are exceeded."
+    assert msg.finished_reason == "exceed_max_iters"
+    # The tool still ran (reference §3.7) and has its result.
+    assert_paired(agent.state.context)
+
+
+# -- 7. config hygiene ----------------------------------------------------------------------------
+
+
+async def test_default_configs_are_separate_objects_per_agent():
+    a, _ = make_agent(inject=True)
+    b, _ = make_agent(inject=True)
+    for attr in ("model_config", "context_config", "react_config", "injection_config"):
+        assert getattr(a, attr) is not getattr(b, attr)
+    assert a.state is not b.state
+    a.react_config.max_iters = 3
+    assert b.react_config.max_iters == 50
+
+
+def test_reserve_ratio_must_be_below_trigger_ratio():
+    with pytest.raises(ValueError, match="reserve_ratio"):
+        ContextConfig(trigger_ratio=0.5, reserve_ratio=0.5)
+    with pytest.raises(ValueError, match="reserve_ratio"):
+        ContextConfig(trigger_ratio=0.5, reserve_ratio=0.6)
+
+
+def test_deprecated_injection_buffer_ratio_at_or_above_trigger_raises():
+    with pytest.warns(DeprecationWarning, match="context_buffer_ratio"):
+        injection = InjectionConfig(context_buffer_ratio=0.8)
+    with pytest.raises(ValueError, match="context_buffer_ratio"):
+        Agent("a", "", ScriptedModel(), injection_config=injection)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ok = InjectionConfig(context_buffer_ratio=0.3)
+    agent = Agent("a", "", ScriptedModel(), injection_config=ok)
+    assert agent.context_config.context_buffer_ratio == 0.3
+
+
+def test_agent_constructor_checks():
+    with pytest.raises(ValueError, match="name"):
+        Agent("", "", ScriptedModel())
+    with pytest.raises(TypeError, match="model"):
+        Agent("a", "")
+    with pytest.raises(TypeError, match="MiddlewareBase"):
+        Agent("a", "", ScriptedModel(), middlewares=[object()])  # type: ignore[list-item]
+
+
+# -- errors: exactly one ERROR end, then the exception -------------------------------------------
+
+
+async def test_model_error_emits_one_error_end_then_propagates_from_reply():
+    agent, model = make_agent([ModelUpstreamError("upstream exploded", status_code=500)])
+    rec = Recorder()
+    with pytest.raises(ModelError, match="upstream exploded"):
+        await agent.reply(user(), on_event=rec)
+    assert rec.types == ["REPLY_START", "MODEL_CALL_START", "REPLY_END"]
+    end = rec.events[-1]
+    assert isinstance(end, ReplyEndEvent)
+    assert end.finished_reason == ReplyFinishedReason.ERROR
+    assert end.error is not None
+    assert "upstream exploded" in end.error.message
+    assert end.error.type == ErrorType.UPSTREAM
+    assert not agent.is_replying
+    # The agent is usable again afterwards.
+    model.add_steps(text_chunks("fine"))
+    assert (await agent.reply(user())).get_text_content() == "fine"
+
+
+async def test_model_error_propagates_from_stream_after_the_error_end():
+    agent, _ = make_agent([RuntimeError("bad model")])
+    events = []
+    with pytest.raises(RuntimeError, match="bad model"):
+        async with agent.stream(user()) as reply:
+            async for event in reply:
+                events.append(event)
+    assert kinds(events) == ["REPLY_START", "MODEL_CALL_START", "REPLY_END"]
+    assert events[-1].finished_reason == "error"
+    assert reply.msg is not None
+    assert reply.msg.finished_reason == ReplyFinishedReason.ERROR
+    assert reply.msg.error is not None
+
+
+async def test_error_after_streamed_chunks_is_not_retried_and_ends_once():
+    class Failing(ScriptedModel):
+        async def _stream_api(self, messages, tools, tool_choice, send):
+            await send.send(text_chunks("partial")[0])
+            raise ModelError("broke mid-stream", status_code=500)
+
+    model = Failing([text_chunks("unused")])
+    agent, _ = make_agent(model=model, model_config=ModelConfig(max_retries=2))
+    rec = Recorder()
+    with pytest.raises(ModelError, match="broke mid-stream"):
+        await agent.reply(user(), on_event=rec)
+    assert len(rec.ends) == 1
+    assert rec.types[-1] == "REPLY_END"
+    # The open text block was closed before the end.
+    assert rec.types[-3:] == ["TEXT_BLOCK_DELTA", "TEXT_BLOCK_END", "REPLY_END"]
+
+
+class DeltasOnly(MiddlewareBase):
+    """An on_model_call middleware that forwards only the deltas (drops the final chunk)."""
+
+    async def on_model_call(self, agent, input_kwargs, next_handler, emit):
+        async def sink(item: ChatResponse) -> None:
+            if not item.is_last:
+                await emit(item)
+
+        await next_handler(sink)
+
+
+async def test_stream_without_final_chunk_is_a_clear_runtime_error():
+    agent, _ = make_agent([text_chunks("a", "b")], middlewares=[DeltasOnly()])
+    rec = Recorder()
+    with pytest.raises(RuntimeError, match="no is_last=True chunk"):
+        await agent.reply(user(), on_event=rec)
+    assert len(rec.ends) == 1
+    assert rec.events[-1].finished_reason == "error"
+    assert "is_last" in rec.events[-1].error.message
+    # The open text block was closed before the ERROR end.
+    assert rec.types[-2:] == ["TEXT_BLOCK_END", "REPLY_END"]
+
+
+async def test_one_reply_at_a_time():
+    agent, _ = make_agent([text_chunks("a")], model=ScriptedModel([text_chunks("a")], chunk_delay=1))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(agent.reply, user())
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.is_replying
+        with pytest.raises(RuntimeError, match="already replying"):
+            await agent.reply(user())
+        agent.interrupt()
+
+
+# -- retries and fallback -------------------------------------------------------------------------
+
+
+async def test_model_config_retries_then_fallback():
+    fallback = ScriptedModel([text_chunks("from fallback")], model="backup")
+    agent, primary = make_agent(
+        [ModelError("p1", status_code=500), ModelError("p2", status_code=500)],
+        model_config=ModelConfig(max_retries=1, fallback_model=fallback),
+    )
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    assert msg.get_text_content() == "from fallback"
+    assert len(primary.requests) == 2
+    assert len(fallback.requests) == 1
+    starts = [e for e in rec.events if e.type == "MODEL_CALL_START"]
+    assert len(starts) == 1
+    # Reference quirk (§12), kept: MODEL_CALL_START names the primary model.
+    assert starts[0].model_name == "scripted-model"
+
+
+async def test_all_attempts_failing_raises_the_last_error():
+    fallback = ScriptedModel([ValueError("fb failed")])
+    agent, primary = make_agent(
+        [ValueError("p failed")],
+        model_config=ModelConfig(fallback_model=fallback),
+    )
+    rec = Recorder()
+    with pytest.raises(ValueError, match="fb failed"):
+        await agent.reply(user(), on_event=rec)
+    assert rec.ends[-1].finished_reason == "error"
+
+
+# -- observe --------------------------------------------------------------------------------------
+
+
+async def test_observe_appends_copies_without_a_model_call():
+    agent, model = make_agent()
+    msg = user("note")
+    await agent.observe(msg)
+    await agent.observe([user("x"), user("y")])
+    await agent.observe(None)
+    assert [m.get_text_content() for m in agent.state.context] == ["note", "x", "y"]
+    assert agent.state.context[0] is not msg
+    assert model.requests == []
+
+
+async def test_observe_rejects_system_and_tool_blocks():
+    from trioagent.message import AssistantMsg, SystemMsg
+
+    agent, _ = make_agent()
+    with pytest.raises(ValueError, match="system"):
+        await agent.observe(SystemMsg("s", "x"))
+    with pytest.raises(ValueError, match="tool_call"):
+        await agent.observe(AssistantMsg("a", [ToolCallBlock(id="c", name="t", input="{}")]))
+    with pytest.raises(ValueError, match="Msg"):
+        await agent.observe(["text"])  # type: ignore[list-item]
+    assert agent.state.context == []
+
+
+async def test_unsupported_media_is_replaced_by_a_reminder():
+    from trioagent.message import Base64Source, DataBlock, URLSource, UserMsg
+
+    class Formatter:
+        supported_input_media_types = ["image/*"]
+
+    agent, _ = make_agent()
+    agent.model.formatter = Formatter()  # type: ignore[assignment]
+    await agent.observe(
+        UserMsg(
+            "user",
+            [
+                DataBlock(source=Base64Source(data="AAAA", media_type="image/png")),
+                DataBlock(source=Base64Source(data="AAAA", media_type="audio/wav"), name="a.wav"),
+                DataBlock(source=URLSource(url="https://x.test/f.pdf", media_type="application/pdf")),
+            ],
+        )
+    )
+    content = agent.state.context[0].content
+    assert isinstance(content[0], DataBlock)
+    assert content[1] == TextBlock(
+        id=content[1].id,
+        created_at=content[1].created_at,
+        text="<system-reminder>An unsupported input file named 'a.wav' is attached with media type 'audio/wav'.</system-reminder>",
+    )
+    assert "is saved into https://x.test/f.pdf" in content[2].text  # type: ignore[union-attr]
+
+
+async def test_toolkit_default_is_empty():
+    agent, _ = make_agent()
+    assert isinstance(agent.toolkit, Toolkit)
+    assert agent.toolkit.get_tool_schemas() == []
+
+
+async def test_register_with_allow_permission_runs_without_asking():
+    toolkit = Toolkit()
+    toolkit.register_function(_echo, permission=ALLOW)
+    agent, _ = make_agent(
+        [tool_call_chunks("c1", "_echo", '{"x": "q"}'), text_chunks("ok")], toolkit=toolkit
+    )
+    await agent.reply(user())
+    assert_paired(agent.state.context)
