@@ -113,8 +113,12 @@ def kinds(events: Sequence[AgentEvent]) -> list[str]:
 
 
 def of_call(events: Sequence[AgentEvent], call_id: str) -> list[str]:
-    """The types of the events about one tool call, in order."""
-    return [str(e.type) for e in events if getattr(e, "tool_call_id", None) == call_id]
+    """The types of the TOOL_RESULT_* events of one tool call, in order."""
+    return [
+        str(e.type)
+        for e in events
+        if getattr(e, "tool_call_id", None) == call_id and str(e.type).startswith("TOOL_RESULT")
+    ]
 
 
 def ends(events: Sequence[AgentEvent]) -> list[ReplyEndEvent]:

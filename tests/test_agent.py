@@ -524,7 +524,10 @@ async def test_stream_without_final_chunk_is_a_clear_runtime_error():
 
 
 async def test_one_reply_at_a_time():
-    agent, _ = make_agent([text_chunks("a")], model=ScriptedModel([text_chunks("a")], chunk_delay=1))
+    async def hang(request):
+        await trio.sleep_forever()
+
+    agent, _ = make_agent([hang])
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(agent.reply, user())

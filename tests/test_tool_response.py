@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 import attrs
 import pytest
+from hypothesis import given, strategies as st
 
 from trioagent.message import Base64Source, DataBlock, TextBlock, ToolResultState, URLSource
 from trioagent.serialization import dumps, loads
@@ -229,3 +231,38 @@ def test_error_chunk():
     chunk = error_chunk("boom")
     assert chunk.state == ToolResultState.ERROR
     assert chunk.content[0].text == "boom"  # type: ignore[union-attr]
+
+
+_pieces = st.lists(
+    st.tuples(
+        st.sampled_from(["text", "data"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.binary(max_size=8),
+    ),
+    max_size=12,
+)
+
+
+@given(_pieces)
+def test_append_chunk_loses_nothing_and_never_leaves_adjacent_text(pieces):
+    response = ToolResponse()
+    sent_text, sent_bytes = "", b""
+    for kind, id, payload in pieces:
+        if kind == "text":
+            text = payload.hex()
+            sent_text += text
+            response.append_chunk(_text(text, id))
+        else:
+            sent_bytes += payload
+            response.append_chunk(_data(base64.b64encode(payload).decode(), id))
+    assert len(response.text()) == len(sent_text)
+    assert sorted(response.text()) == sorted(sent_text)
+    received = b"".join(
+        base64.b64decode(b.source.data)
+        for b in response.content
+        if isinstance(b, DataBlock) and isinstance(b.source, Base64Source)
+    )
+    assert sorted(received) == sorted(sent_bytes)
+    kinds = [type(b) for b in response.content]
+    assert all(not (x is TextBlock and y is TextBlock) for x, y in itertools.pairwise(kinds))
+    assert response.state == ToolResultState.SUCCESS

@@ -4,13 +4,25 @@ A cancelled reply always ends in exactly one INTERRUPTED end event, with a consi
 resumable context, no orphaned task and no open connection.
 """
 
+from .agent import Agent as Agent
 from .message import (
     AssistantMsg as AssistantMsg,
     Msg as Msg,
     SystemMsg as SystemMsg,
     UserMsg as UserMsg,
 )
+from .middleware import MiddlewareBase as MiddlewareBase
+from .tool import Toolkit as Toolkit
 
 __version__ = "0.1.0"
 
-__all__ = ["AssistantMsg", "Msg", "SystemMsg", "UserMsg", "__version__"]
+__all__ = [
+    "Agent",
+    "AssistantMsg",
+    "MiddlewareBase",
+    "Msg",
+    "SystemMsg",
+    "Toolkit",
+    "UserMsg",
+    "__version__",
+]

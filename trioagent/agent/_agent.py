@@ -647,6 +647,10 @@ class Agent:
                     )
             raise
         if completed is None:
+            # Close the blocks the deltas opened, as for any other failed model call, so the
+            # ERROR end does not leave a dangling TEXT/TOOL_CALL start in the event stream.
+            for event in converter.finish():
+                await emit(event)
             raise RuntimeError(
                 "Model returned an empty streaming response: no is_last=True chunk was "
                 "received. A model or on_model_call middleware must end with a complete response."

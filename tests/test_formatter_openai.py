@@ -1,0 +1,463 @@
+"""OpenAI chat formatters (trioagent/formatter/_openai.py, _base.py).
+
+The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``, a copy of
+shared/reference/golden_formatters.jsonl); the formatted messages must be byte-for-byte equal
+once serialised with ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trioagent.formatter import FormatterBase, OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from trioagent.message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    SystemMsg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    UserMsg,
+)
+from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
+
+GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
+
+B64 = "ZmFrZSBpbWFnZSBkYXRh"
+PDF = "JVBERi0xLjQgZmFrZQ=="
+IMG_URL = "https://example.com/image.png"
+
+
+def golden_cases() -> dict[str, list[dict[str, Any]]]:
+    cases = {}
+    for line in GOLDEN.read_text("utf-8").splitlines():
+        case = json.loads(line)
+        cases[case["case"]] = case["out"]
+    return cases
+
+
+# -- fixtures of reference/model.md §7 -------------------------------------------------------
+
+
+def image(src: str, block_id: str) -> DataBlock:
+    source: URLSource | Base64Source
+    if src == "url":
+        source = URLSource(url=IMG_URL, media_type="image/png")
+    else:
+        source = Base64Source(data=B64, media_type="image/png")
+    return DataBlock(id=block_id, source=source)
+
+
+def sys_msgs() -> list[Msg]:
+    return [SystemMsg("system", "You're a helpful assistant.")]
+
+
+def conv(img: str | None) -> list[Msg]:
+    first: list[TextBlock | DataBlock] = [TextBlock(text="What is the capital of France?")]
+    if img is not None:
+        first.append(image(img, "IMG0"))
+    return [
+        UserMsg("user", first),
+        AssistantMsg("assistant", "The capital of France is Paris."),
+        UserMsg("user", "What is the capital of Germany?"),
+        AssistantMsg("assistant", "The capital of Germany is Berlin."),
+        UserMsg("user", "What is the capital of Japan?"),
+    ]
+
+
+def tools_msgs() -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
+                ToolResultBlock(
+                    id="call_1",
+                    name="get_capital",
+                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
+                ),
+                TextBlock(text="The capital of Japan is Tokyo."),
+            ],
+        )
+    ]
+
+
+def complex_msgs() -> list[Msg]:
+    def call(n: int) -> ToolCallBlock:
+        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
+
+    def result(n: int) -> ToolResultBlock:
+        return ToolResultBlock(
+            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
+        )
+
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ThinkingBlock(thinking="thinking_1"),
+                TextBlock(text="text_1"),
+                call(1),
+                call(2),
+                result(1),
+                result(2),
+                ThinkingBlock(thinking="thinking_2"),
+                TextBlock(text="text_2"),
+                call(3),
+                result(3),
+                call(4),
+                result(4),
+                ThinkingBlock(thinking="thinking_3"),
+                TextBlock(text="text_3"),
+            ],
+        )
+    ]
+
+
+def hint_msgs() -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                TextBlock(text="Let me think about that."),
+                HintBlock(hint="Remember to be concise."),
+                TextBlock(text="Here is my answer."),
+            ],
+        )
+    ]
+
+
+def hint_mm_msgs() -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [HintBlock(hint=[TextBlock(text="Inspect this screenshot:"), image("b64", "H1")])],
+        )
+    ]
+
+
+def toolimg(src: str) -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
+                ToolResultBlock(
+                    id="call_img",
+                    name="get_map",
+                    output=[TextBlock(text="Here is the map."), image(src, "IMGID")],
+                ),
+                TextBlock(text="Here is the map of Tokyo."),
+            ],
+        )
+    ]
+
+
+def two_groups() -> list[Msg]:
+    return [
+        UserMsg("alice", "Hi Bob"),
+        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
+        AssistantMsg(
+            "bob",
+            [
+                ToolCallBlock(id="c1", name="t", input="{}"),
+                ToolResultBlock(id="c1", name="t", output="ok"),
+            ],
+        ),
+        UserMsg("carol", "Me too"),
+    ]
+
+
+CASES: dict[str, tuple[type[FormatterBase], Any]] = {
+    "openai_chat.full": (OpenAIChatFormatter, lambda: sys_msgs() + conv("url") + tools_msgs()),
+    "openai_chat.base64_image": (
+        OpenAIChatFormatter,
+        lambda: [UserMsg("user", [TextBlock(text="What's in this image?"), image("b64", "I")])],
+    ),
+    "openai_chat.pdf": (
+        OpenAIChatFormatter,
+        lambda: [
+            UserMsg(
+                "user",
+                [
+                    TextBlock(text="Summarize this."),
+                    DataBlock(
+                        name="report.pdf",
+                        source=Base64Source(data=PDF, media_type="application/pdf"),
+                    ),
+                ],
+            )
+        ],
+    ),
+    "openai_chat.thinking_dropped": (
+        OpenAIChatFormatter,
+        lambda: [
+            AssistantMsg(
+                "assistant", [ThinkingBlock(thinking="inner thoughts"), TextBlock(text="reply")]
+            )
+        ],
+    ),
+    "openai_chat.tool_result_url_image": (OpenAIChatFormatter, lambda: toolimg("url")),
+    "openai_chat.complex": (OpenAIChatFormatter, complex_msgs),
+    "openai_chat.hint": (OpenAIChatFormatter, hint_msgs),
+    "openai_chat.hint_multimodal": (OpenAIChatFormatter, hint_mm_msgs),
+    "openai_multi.full": (
+        OpenAIMultiAgentFormatter,
+        lambda: sys_msgs() + conv("url") + tools_msgs(),
+    ),
+    "openai_multi.two_groups": (OpenAIMultiAgentFormatter, two_groups),
+}
+
+
+def test_every_openai_golden_case_is_covered() -> None:
+    openai_cases = {
+        name for name in golden_cases() if name.startswith(("openai_chat.", "openai_multi."))
+    }
+
+    assert openai_cases == set(CASES)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_golden(case: str) -> None:
+    formatter_cls, build = CASES[case]
+
+    out = await formatter_cls().format(build())
+
+    assert json.dumps(out) == json.dumps(golden_cases()[case])
+
+
+# -- media ----------------------------------------------------------------------------------
+
+
+async def test_file_url_image_is_read_and_inlined(tmp_path: Path) -> None:
+    path = tmp_path / "pic.png"
+    path.write_bytes(b"\x89PNG fake")
+    block = DataBlock(source=URLSource(url=path.as_uri(), media_type="image/png"))
+
+    (msg,) = await OpenAIChatFormatter().format([UserMsg("user", [block])])
+
+    expected = "data:image/png;base64," + base64.b64encode(b"\x89PNG fake").decode()
+    assert msg["content"] == [{"type": "image_url", "image_url": {"url": expected}}]
+
+
+async def test_data_url_image_passed_through() -> None:
+    url = f"data:image/png;base64,{B64}"
+    block = DataBlock(source=URLSource(url=url, media_type="image/png"))
+
+    (msg,) = await OpenAIChatFormatter().format([UserMsg("user", [block])])
+
+    assert msg["content"][0]["image_url"]["url"] == url
+
+
+@pytest.mark.parametrize(
+    ("media_type", "fmt"), [("audio/wav", "wav"), ("audio/mp3", "mp3"), ("audio/mpeg", "mp3")]
+)
+async def test_audio_input(media_type: str, fmt: str) -> None:
+    block = DataBlock(source=Base64Source(data="UklGRg==", media_type=media_type))
+
+    (msg,) = await OpenAIChatFormatter().format([UserMsg("user", [block])])
+
+    assert msg["content"] == [
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": fmt}}
+    ]
+
+
+async def test_unsupported_audio_format_is_a_type_error() -> None:
+    block = DataBlock(source=Base64Source(data="AA==", media_type="audio/ogg"))
+
+    with pytest.raises(TypeError, match="audio/ogg"):
+        await OpenAIChatFormatter().format([UserMsg("user", [block])])
+
+
+async def test_remote_audio_and_pdf_are_downloaded(nursery: trio.Nursery) -> None:
+    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
+    audio_url = server.add_file("a.mp3", b"ID3 fake mp3", "audio/mpeg")
+    pdf_url = server.add_file("d.pdf", b"%PDF fake", "application/pdf")
+    blocks: list[TextBlock | DataBlock] = [
+        DataBlock(source=URLSource(url=audio_url, media_type="audio/mpeg")),
+        DataBlock(source=URLSource(url=pdf_url, media_type="application/pdf")),
+    ]
+
+    (msg,) = await OpenAIChatFormatter().format([UserMsg("user", blocks)])  # temporary client
+
+    audio, pdf = msg["content"]
+    assert audio["input_audio"] == {
+        "data": base64.b64encode(b"ID3 fake mp3").decode(),
+        "format": "mp3",
+    }
+    assert pdf["file"] == {
+        "filename": "document.pdf",
+        "file_data": "data:application/pdf;base64," + base64.b64encode(b"%PDF fake").decode(),
+    }
+    assert [r.path for r in server.requests] == ["/files/a.mp3", "/files/d.pdf"]
+
+
+async def test_failed_download_is_a_clear_error(nursery: trio.Nursery) -> None:
+    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
+    url = f"http://{server.host}:{server.port}/files/missing.mp3"
+    block = DataBlock(source=URLSource(url=url, media_type="audio/mpeg"))
+
+    with pytest.raises(ValueError, match="could not download"):
+        await OpenAIChatFormatter().format([UserMsg("user", [block])])
+
+
+async def test_unsupported_media_is_skipped() -> None:
+    video = DataBlock(source=URLSource(url="https://x/v.mp4", media_type="video/mp4"))
+    text_file = DataBlock(source=Base64Source(data="QQ==", media_type="text/csv"))
+    formatter = OpenAIChatFormatter(input_types=["text/plain", "image/*", "text/*"])
+
+    out = await formatter.format([UserMsg("user", [TextBlock(text="see"), video, text_file])])
+
+    assert out == [{"role": "user", "name": "user", "content": [{"type": "text", "text": "see"}]}]
+
+
+async def test_unsupported_tool_result_media_falls_back_to_text(tmp_path: Path) -> None:
+    url_video = DataBlock(source=URLSource(url="https://x/v.mp4", media_type="video/mp4"))
+    b64_video = DataBlock(
+        source=Base64Source(data=base64.b64encode(b"movie").decode(), media_type="video/mp4")
+    )
+    msg = AssistantMsg(
+        "assistant",
+        [
+            ToolCallBlock(id="c", name="film", input="{}"),
+            ToolResultBlock(id="c", name="film", output=[url_video, b64_video]),
+        ],
+    )
+
+    _, tool = await OpenAIChatFormatter().format([msg])
+
+    url_line, file_line = tool["content"].split("\n")
+    assert url_line == (
+        "<system-reminder>A(n) video file is returned and can be accessed at the URL: "
+        "https://x/v.mp4.</system-reminder>"
+    )
+    prefix = "<system-reminder>A(n) video file is returned and saved locally at: "
+    assert file_line.startswith(prefix)
+    saved = Path(file_line.removeprefix(prefix).removesuffix(".</system-reminder>"))
+    try:
+        assert saved.read_bytes() == b"movie"
+        assert saved.suffix == ".mp4"
+    finally:
+        saved.unlink()
+
+
+async def test_promoted_media_waits_for_the_run_of_tool_results() -> None:
+    msg = AssistantMsg(
+        "assistant",
+        [
+            ToolCallBlock(id="a", name="f", input="{}"),
+            ToolCallBlock(id="b", name="f", input="{}"),
+            ToolResultBlock(id="a", name="f", output=[image("b64", "IA")]),
+            ToolResultBlock(id="b", name="f", output="plain"),
+            TextBlock(text="done"),
+        ],
+    )
+
+    out = await OpenAIChatFormatter().format([msg])
+
+    assert [(m["role"], m.get("name")) for m in out] == [
+        ("assistant", "assistant"),
+        ("tool", "f"),
+        ("tool", "f"),
+        ("user", "system-reminder"),
+        ("assistant", "assistant"),
+    ]
+
+
+async def test_empty_and_edge_messages() -> None:
+    out = await OpenAIChatFormatter().format(
+        [
+            AssistantMsg("assistant", []),
+            AssistantMsg("a", [ThinkingBlock(thinking="only thinking")]),
+            AssistantMsg("a", [HintBlock(hint=[])]),
+            UserMsg("u", ""),
+        ]
+    )
+
+    assert out == [{"role": "user", "name": "u", "content": [{"type": "text", "text": ""}]}]
+
+
+async def test_format_requires_a_list_of_msgs() -> None:
+    with pytest.raises(TypeError, match="list of Msg"):
+        await OpenAIChatFormatter().format("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await OpenAIMultiAgentFormatter().format([{"role": "user"}])  # type: ignore[list-item]
+
+
+def test_input_types_and_supported_media() -> None:
+    formatter = OpenAIChatFormatter()
+
+    assert formatter.supported_input_media_types == ["image/*", "audio/*", "application/pdf"]
+    assert formatter.is_supported("image/webp")
+    assert not formatter.is_supported("video/mp4")
+    assert FormatterBase(["text/plain", "application/x-thinking"]).supported_input_media_types == []
+    assert "input_types" in repr(formatter)
+
+
+async def test_base_format_is_abstract() -> None:
+    with pytest.raises(NotImplementedError):
+        await FormatterBase().format([])
+
+
+# -- multi-agent ---------------------------------------------------------------------------
+
+
+async def test_multi_agent_media_only_group_and_custom_prompt() -> None:
+    formatter = OpenAIMultiAgentFormatter(conversation_history_prompt="HISTORY:\n")
+    msgs = [
+        UserMsg("u", [image("b64", "X")]),
+        AssistantMsg("a", [ToolCallBlock(id="c", name="t", input="{}")]),
+        UserMsg("u", "text now"),
+        AssistantMsg("a", [ThinkingBlock(thinking="ignored")]),
+    ]
+
+    out = await formatter.format(msgs)
+
+    assert out[0] == {
+        "role": "user",
+        "content": [
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}},
+        ],
+    }
+    assert out[2] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "<history>\nu: text now\n</history>"}],
+    }
+    assert len(out) == 3
+
+
+async def test_multi_agent_prompt_only_after_output_and_late_system() -> None:
+    msgs = [
+        SystemMsg("system", [TextBlock(text="A"), TextBlock(text="B")]),
+        AssistantMsg("a", [ThinkingBlock(thinking="nothing to show")]),
+        AssistantMsg("a", [ToolCallBlock(id="c", name="t", input="{}")]),
+        SystemMsg("late", "later system"),
+    ]
+
+    out = await OpenAIMultiAgentFormatter().format(msgs)
+
+    assert out[0] == {"role": "system", "content": "A\nB"}
+    assert out[-1]["content"][0]["text"].startswith("# Conversation History\n")
+    assert out[-1]["content"][0]["text"].endswith("<history>\nlate: later system\n</history>")
+
+
+def test_group_messages() -> None:
+    groups = FormatterBase.group_messages(two_groups())
+
+    assert [(kind, [m.name for m in ms]) for kind, ms in groups] == [
+        ("agent_message", ["alice", "bob"]),
+        ("tool_sequence", ["bob"]),
+        ("agent_message", ["carol"]),
+    ]
