@@ -13,7 +13,7 @@ from trioagent.types import ErrorType
 
 SECRET = "sk-very-secret-123456"
 
-ALL = [
+ALL: list[type[cred.CredentialBase]] = [
     cred.OpenAICredential,
     cred.AnthropicCredential,
     cred.GeminiCredential,
@@ -193,4 +193,4 @@ def test_ids_and_type_tags() -> None:
 
 def test_keyword_only() -> None:
     with pytest.raises(TypeError):
-        cred.OpenAICredential(SECRET)  # type: ignore[misc]
+        cred.OpenAICredential(SECRET)  # type: ignore[call-arg]

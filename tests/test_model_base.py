@@ -79,13 +79,25 @@ class FakeModel(ChatModelBase):
                 sent.append(step)
         return sent
 
-    async def _stream_api(self, messages, tools, tool_choice, send):  # type: ignore[no-untyped-def]
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
         self.calls.append((messages, tools, tool_choice))
         await self._run_steps(send)
 
-    async def _call_api(self, messages, tools, tool_choice):  # type: ignore[no-untyped-def]
+    async def _call_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
         self.calls.append((messages, tools, tool_choice))
         (response,) = await self._run_steps(None)
+        assert isinstance(response, ChatResponse)
         return response
 
 
@@ -186,7 +198,9 @@ class TestAccumulator:
 
     def test_other_data_latest_replaces_and_name_overwritten(self) -> None:
         acc = StreamAccumulator()
-        acc.add(delta(DataBlock(id="D", source=URLSource(url="http://a/1", media_type="image/png"))))
+        acc.add(
+            delta(DataBlock(id="D", source=URLSource(url="http://a/1", media_type="image/png")))
+        )
         acc.add(
             delta(
                 DataBlock(
@@ -292,7 +306,9 @@ async def test_non_stream_returns_the_response() -> None:
 async def test_cancel_mid_stream_emits_interrupted_partial_and_propagates(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    model = FakeModel([[delta(TextBlock(text="a", id="T")), delta(TextBlock(text="b", id="T")), 10]])
+    model = FakeModel(
+        [[delta(TextBlock(text="a", id="T")), delta(TextBlock(text="b", id="T")), 10]]
+    )
     sink = Sink()
 
     with trio.move_on_after(5) as scope:
@@ -546,7 +562,7 @@ async def test_tool_choice_unknown_name_in_tools() -> None:
 async def test_tool_choice_unknown_forced_name() -> None:
     model = FakeModel([])
 
-    with pytest.raises(ValueError, match="Available tools: a_tool, b_tool$"):
+    with pytest.raises(ValueError, match=r"Available tools: a_tool, b_tool$"):
         await model(MSGS, TOOLS, ToolChoice(mode="nope"))
 
 
@@ -686,19 +702,27 @@ async def test_structured_output_other_errors_raise_at_once() -> None:
 
 async def test_structured_output_explicit_tool_choice_and_no_think() -> None:
     class Thinker(FakeModel):
+        kwargs_seen: list[dict[str, Any]]
+
         def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
             return {"thinking": {"type": "disabled"}}
 
-        async def _stream_api(self, messages, tools, tool_choice, send):  # type: ignore[no-untyped-def]
+        async def _stream_api(
+            self,
+            messages: list[Msg],
+            tools: list[dict[str, Any]] | None,
+            tool_choice: ToolChoice | None,
+            send: trio.MemorySendChannel[ChatResponse],
+        ) -> None:
             self.kwargs_seen.append(self._call_kwargs())
             await super()._stream_api(messages, tools, tool_choice, send)
 
     model = Thinker([[], [], structured_call('{"city": "A"}')])
-    model.kwargs_seen = []  # type: ignore[attr-defined]
+    model.kwargs_seen = []
 
     await model.generate_structured_output(MSGS, SCHEMA)
 
-    assert model.kwargs_seen == [{}, {}, {"thinking": {"type": "disabled"}}]  # type: ignore[attr-defined]
+    assert model.kwargs_seen == [{}, {}, {"thinking": {"type": "disabled"}}]
 
     explicit = FakeModel([[]])
     with pytest.raises(StructuredOutputError):

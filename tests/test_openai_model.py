@@ -21,6 +21,7 @@ import trio.testing
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
     ModelAuthenticationError,
+    ModelConnectionError,
     ModelCredentialError,
     ModelInvalidRequestError,
     ModelPermissionError,
@@ -304,7 +305,11 @@ async def test_request_body_and_headers(
     assert request.body == {
         "model": "gpt-4o",
         "messages": [
-            {"role": "system", "name": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {
+                "role": "system",
+                "name": "system",
+                "content": [{"type": "text", "text": "Be brief."}],
+            },
             {
                 "role": "user",
                 "name": "user",
@@ -561,8 +566,13 @@ async def test_crlf_comments_and_odd_splits_are_parsed(
     second = json.dumps(chunk({"content": "llo"}))
     server.push(
         ScriptedSSE(
-            events=[": keep-alive\r\n\r\n", f"data: {first[:10]}", f"{first[10:]}\r", "\n\r\n"]
-            + [f"data: {second}\r\n\r\n"],
+            events=[
+                ": keep-alive\r\n\r\n",
+                f"data: {first[:10]}",
+                f"{first[10:]}\r",
+                "\n\r\n",
+                f"data: {second}\r\n\r\n",
+            ],
         )
     )
 
@@ -621,11 +631,10 @@ async def test_connection_refused_is_retried_then_raised(
     credential = OpenAICredential(api_key="k", base_url=f"http://127.0.0.1:{port}/v1")
 
     async with OpenAIChatModel("m", credential=credential, max_retries=1) as model:
-        with pytest.raises(Exception) as info:
+        with pytest.raises(ModelConnectionError, match="could not reach") as info:
             await model(MSGS)
 
-    assert type(info.value).__name__ == "ModelConnectionError"
-    assert info.value.retryable  # type: ignore[attr-defined]
+    assert info.value.retryable
 
 
 # -- cancellation ----------------------------------------------------------------------------

@@ -148,6 +148,7 @@ async def _run_concurrent(agent: Agent, calls: list[ToolCallBlock], emit: Emit) 
     outcomes: list[str] = [_DONE] * len(calls)
     errors: list[BaseException] = []
     send, recv = trio.open_memory_channel[AgentEvent](math.inf)
+    decided = [trio.Event() for _ in calls]
 
     async def worker(
         index: int, call: ToolCallBlock, out: trio.MemorySendChannel[AgentEvent]
@@ -157,13 +158,16 @@ async def _run_concurrent(agent: Agent, calls: list[ToolCallBlock], emit: Emit) 
             # worker is unwinding a cancellation.
             out.send_nowait(event)
 
+        turn = _Turn(decided[index - 1] if index else None, decided[index])
         with out:
             try:
                 outcomes[index] = await execute_tool_call(
-                    agent, call, worker_emit, writer, kept_rules
+                    agent, call, worker_emit, writer, kept_rules, turn
                 )
             except Exception as exc:
                 errors.append(exc)
+            finally:
+                decided[index].set()
 
     try:
         async with trio.open_nursery() as nursery:
@@ -199,12 +203,27 @@ async def _run_concurrent(agent: Agent, calls: list[ToolCallBlock], emit: Emit) 
 # -- one call ------------------------------------------------------------------------------------
 
 
+@attrs.frozen
+class _Turn:
+    """Orders the permission phase of a concurrent batch's calls.
+
+    The checks themselves run concurrently, but each call acts on its decision (prompt,
+    de-duplication against the batch's kept rules) only after the previous call did, so the
+    prompts come in call order and "the first of two calls to the same tool prompts" holds
+    whatever order Trio schedules the workers in.  Execution stays concurrent.
+    """
+
+    previous: trio.Event | None
+    mine: trio.Event
+
+
 async def execute_tool_call(
     agent: Agent,
     call: ToolCallBlock,
     emit: Emit,
     writer: ResultWriter,
     kept_rules: list[PermissionRule] | None,
+    turn: _Turn | None = None,
 ) -> str:
     """Validate, check permission, and run (or park) one call; returns its outcome."""
     try:
@@ -216,6 +235,8 @@ async def execute_tool_call(
         return _DONE
 
     decision = await check_permission(agent, call, tool, tool_input)
+    if turn is not None and turn.previous is not None:
+        await turn.previous.wait()  # act on decisions in call order (see _Turn)
     behavior = decision.behavior
     if behavior in (PermissionBehavior.ASK, PermissionBehavior.PASSTHROUGH):
         if kept_rules is not None and not decision.bypass_immune:
@@ -237,6 +258,8 @@ async def execute_tool_call(
     if behavior != PermissionBehavior.ALLOW:
         raise ValueError(f"Invalid permission decision behavior: {behavior!r}")
 
+    if turn is not None:
+        turn.mine.set()  # the permission phase is over; the tool runs concurrently
     if decision.updated_input is not None:
         tool_input = decision.updated_input
     call.state = ToolCallState.ALLOWED
