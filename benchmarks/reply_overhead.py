@@ -32,13 +32,17 @@ class PassThrough(MiddlewareBase):
     async def on_reply(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
         await next_handler()
 
-    async def on_reasoning(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+    async def on_reasoning(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
         await next_handler()
 
     async def on_acting(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
         await next_handler()
 
-    async def on_model_call(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+    async def on_model_call(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
         await next_handler()
 
     async def on_check_permission(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> Any:
@@ -67,10 +71,14 @@ class Observer(PassThrough):
     async def on_reply(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
         await self._observe(next_handler, emit)
 
-    async def on_reasoning(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+    async def on_reasoning(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
         await self._observe(next_handler, emit)
 
-    async def on_model_call(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+    async def on_model_call(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
         await self._observe(next_handler, emit)
 
 
@@ -122,7 +130,11 @@ def main() -> None:
     print(f"{'consumer':<10} {'middlewares':<22} {'us/event':>9} {'events/s':>11} {'vs 0 mw':>8}")
     for form in ("callback", "stream"):
         base = measure("none", form)
-        for kind, label in (("none", "0"), ("pass-through", "7 pass-through"), ("observer", "7 observing (sinks)")):
+        for kind, label in (
+            ("none", "0"),
+            ("pass-through", "7 pass-through"),
+            ("observer", "7 observing (sinks)"),
+        ):
             cost = base if kind == "none" else measure(kind, form)
             print(f"{form:<10} {label:<22} {cost:>9.2f} {1e6 / cost:>11,.0f} {cost / base:>7.2f}x")
 

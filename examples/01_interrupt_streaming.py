@@ -41,7 +41,10 @@ async def main() -> None:
             print("".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent)), "...")
             check(len(ends) == 1 and events[-1] is ends[0], "exactly one REPLY_END, and it is last")
             check(ends[0].finished_reason == "interrupted", "the reply ended INTERRUPTED")
-            check(reply.msg is not None and reply.msg.finished_reason == "interrupted", "final Msg is interrupted")
+            check(
+                reply.msg is not None and reply.msg.finished_reason == "interrupted",
+                "final Msg is interrupted",
+            )
             partial = agent.state.context[-1].get_text_content() or ""
             check(0 < len(partial) < len(LONG), "the partial answer is kept in the context")
 

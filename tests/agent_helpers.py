@@ -6,6 +6,7 @@ real function tools; these helpers only build them and record what comes out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from trioagent.agent import Agent, InjectionConfig
 from trioagent.event import AgentEvent, ReplyEndEvent
 from trioagent.message import Msg, ToolCallBlock, ToolResultBlock, UserMsg
 from trioagent.middleware import MiddlewareBase
-from trioagent.model import ChatResponse
+from trioagent.model import ChatResponse, ChatUsage
 from trioagent.permission import PermissionDecision
 from trioagent.testing import ScriptedModel
 from trioagent.tool import Toolkit
@@ -91,3 +92,26 @@ def sequential_toolkit(*fns: Any) -> Toolkit:
     for fn in fns:
         toolkit.register_function(fn, is_concurrency_safe=False, permission=ALLOW)
     return toolkit
+
+
+SUMMARY_FIELDS = {
+    "task_overview": "overview",
+    "current_state": "state",
+    "important_discoveries": "discoveries",
+    "next_steps": "next",
+    "context_to_preserve": "preserve",
+}
+
+
+def tokens(n: int, char: str = "a") -> str:
+    """A text of ``n`` tokens by the default estimate (UTF-8 bytes / 4)."""
+    return char * (4 * n)
+
+
+def summary_step(fields: dict[str, str] | None = None, usage: ChatUsage | None = None) -> Any:
+    """A compression-summary answer: the model layer's ``generate_structured_output`` call."""
+    payload = json.dumps(fields or SUMMARY_FIELDS)
+    return ChatResponse(
+        content=[ToolCallBlock(id="summary", name="generate_structured_output", input=payload)],
+        usage=usage,
+    )

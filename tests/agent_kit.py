@@ -137,9 +137,7 @@ def result_of(agent: Agent, call_id: str) -> ToolResultBlock:
 
 
 def tool_calls(agent: Agent) -> dict[str, ToolCallBlock]:
-    return {
-        b.id: b for m in agent.state.context for b in m.content if isinstance(b, ToolCallBlock)
-    }
+    return {b.id: b for m in agent.state.context for b in m.content if isinstance(b, ToolCallBlock)}
 
 
 def output_text(result: ToolResultBlock) -> str:

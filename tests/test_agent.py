@@ -8,7 +8,6 @@ import warnings
 
 import pytest
 import trio
-
 from agent_helpers import (
     ALLOW,
     Recorder,
@@ -19,6 +18,7 @@ from agent_helpers import (
     sequential_toolkit,
     user,
 )
+
 from trioagent.agent import Agent, ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from trioagent.event import (
     ModelCallEndEvent,
@@ -140,6 +140,45 @@ async def test_incoming_messages_are_deep_copies():
     assert agent.state.context[0].get_text_content() == "original"
 
 
+async def test_non_streaming_response_is_converted_once():
+    # §2.1: a plain (non-streamed) response is converted as if it were a single chunk.
+    model = ScriptedModel(
+        [
+            [*text_chunks("Let me ", "check."), *tool_call_chunks("c1", "_echo", '{"x": "1"}')],
+            text_chunks("done"),
+        ],
+        stream=False,
+    )
+    agent, _ = make_agent(model=model, toolkit=sequential_toolkit(_echo))
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    assert rec.types == [
+        "REPLY_START",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TOOL_CALL_START",
+        "TOOL_CALL_DELTA",
+        "TEXT_BLOCK_END",
+        "TOOL_CALL_END",
+        "MODEL_CALL_END",
+        "TOOL_RESULT_START",
+        "TOOL_RESULT_TEXT_DELTA",
+        "TOOL_RESULT_END",
+        "MODEL_CALL_START",
+        "TEXT_BLOCK_START",
+        "TEXT_BLOCK_DELTA",
+        "TEXT_BLOCK_END",
+        "MODEL_CALL_END",
+        "REPLY_END",
+    ]
+    assert [e.delta for e in rec.events if isinstance(e, TextBlockDeltaEvent)] == [
+        "Let me check.",
+        "done",
+    ]
+    assert msg.get_text_content() == "done"
+
+
 # -- 2. usage -------------------------------------------------------------------------------------
 
 
@@ -251,9 +290,7 @@ async def test_one_tool_round_then_text_with_max_iters_2():
     assert msg.get_text_content() == "done"
     assert len(model.requests) == 2
     assert agent.state.cur_iter == 2
-    result = next(
-        b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock)
-    )
+    result = next(b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock))
     assert result.state == ToolResultState.SUCCESS
     assert [b.text for b in result.output] == ["Sequential result: x"]  # type: ignore[union-attr]
     # The second request paired the call with its result.
@@ -267,7 +304,7 @@ async def test_sequential_tool_calls_streamed_in_fragments():
         *tool_call_chunks("c1", "_echo", '{"x": ', '"a"}'),
         *tool_call_chunks("c2", "_echo", '{"x": "b"}'),
     ]
-    agent, model = make_agent([chunks, text_chunks("all done")], toolkit=toolkit)
+    agent, _ = make_agent([chunks, text_chunks("all done")], toolkit=toolkit)
     rec = Recorder()
     msg = await agent.reply(user(), on_event=rec)
 
@@ -336,7 +373,7 @@ async def test_tool_exception_becomes_an_error_result_and_the_reply_continues():
         """Fail."""
         raise ValueError("kaput")
 
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [tool_call_chunks("c1", "boom", "{}"), text_chunks("recovered")],
         toolkit=sequential_toolkit(boom),
     )
@@ -395,7 +432,7 @@ async def test_max_iters_zero_first_reasoning_is_forced():
 
 
 async def test_model_ignoring_tool_choice_none_gets_the_canned_exceed_msg():
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [tool_call_chunks("c1", "_echo", '{"x": "1"}')],
         toolkit=sequential_toolkit(_echo),
         react_config=ReActConfig(max_iters=0),
@@ -472,20 +509,28 @@ async def test_model_error_emits_one_error_end_then_propagates_from_reply():
 async def test_model_error_propagates_from_stream_after_the_error_end():
     agent, _ = make_agent([RuntimeError("bad model")])
     events = []
-    with pytest.raises(RuntimeError, match="bad model"):
-        async with agent.stream(user()) as reply:
+    stream = agent.stream(user())
+
+    async def consume() -> None:
+        async with stream as reply:
             async for event in reply:
                 events.append(event)
+
+    with pytest.raises(RuntimeError, match="bad model"):
+        await consume()
     assert kinds(events) == ["REPLY_START", "MODEL_CALL_START", "REPLY_END"]
     assert events[-1].finished_reason == "error"
-    assert reply.msg is not None
-    assert reply.msg.finished_reason == ReplyFinishedReason.ERROR
-    assert reply.msg.error is not None
+    assert stream.msg is not None
+    assert stream.msg.finished_reason == ReplyFinishedReason.ERROR
+    assert stream.msg.error is not None
 
 
 async def test_error_after_streamed_chunks_is_not_retried_and_ends_once():
     class Failing(ScriptedModel):
+        calls = 0
+
         async def _stream_api(self, messages, tools, tool_choice, send):
+            Failing.calls += 1
             await send.send(text_chunks("partial")[0])
             raise ModelError("broke mid-stream", status_code=500)
 
@@ -494,6 +539,7 @@ async def test_error_after_streamed_chunks_is_not_retried_and_ends_once():
     rec = Recorder()
     with pytest.raises(ModelError, match="broke mid-stream"):
         await agent.reply(user(), on_event=rec)
+    assert Failing.calls == 1  # a stream that emitted chunks is never replayed
     assert len(rec.ends) == 1
     assert rec.types[-1] == "REPLY_END"
     # The open text block was closed before the end.
@@ -560,7 +606,7 @@ async def test_model_config_retries_then_fallback():
 
 async def test_all_attempts_failing_raises_the_last_error():
     fallback = ScriptedModel([ValueError("fb failed")])
-    agent, primary = make_agent(
+    agent, _ = make_agent(
         [ValueError("p failed")],
         model_config=ModelConfig(fallback_model=fallback),
     )
@@ -601,7 +647,7 @@ async def test_unsupported_media_is_replaced_by_a_reminder():
     from trioagent.message import Base64Source, DataBlock, URLSource, UserMsg
 
     class Formatter:
-        supported_input_media_types = ["image/*"]
+        supported_input_media_types = ("image/*",)
 
     agent, _ = make_agent()
     agent.model.formatter = Formatter()  # type: ignore[assignment]
@@ -611,7 +657,9 @@ async def test_unsupported_media_is_replaced_by_a_reminder():
             [
                 DataBlock(source=Base64Source(data="AAAA", media_type="image/png")),
                 DataBlock(source=Base64Source(data="AAAA", media_type="audio/wav"), name="a.wav"),
-                DataBlock(source=URLSource(url="https://x.test/f.pdf", media_type="application/pdf")),
+                DataBlock(
+                    source=URLSource(url="https://x.test/f.pdf", media_type="application/pdf")
+                ),
             ],
         )
     )
@@ -639,3 +687,38 @@ async def test_register_with_allow_permission_runs_without_asking():
     )
     await agent.reply(user())
     assert_paired(agent.state.context)
+
+
+class _AbandonStalledCall(MiddlewareBase):
+    """Pull-style watchdog: gives up on a model call that sent nothing for 1 s and raises."""
+
+    async def on_model_call(self, agent, input_kwargs, next_handler, emit):
+        async with next_handler.stream() as chunks:
+            while True:
+                with trio.move_on_after(1) as timer:
+                    try:
+                        item = await chunks.receive()
+                    except trio.EndOfChannel:
+                        return
+                if timer.cancelled_caught:
+                    raise TimeoutError("the model stalled")
+                await emit(item)
+
+
+async def test_abandoned_call_is_retried_despite_its_interrupted_partial(autojump_clock):
+    # Leaving the pull stream cancels the inner call, whose (empty) INTERRUPTED final response
+    # still travels outward; it carries no delta, so the agent-level retry must still happen.
+    async def stall(request):
+        await trio.sleep_forever()
+
+    agent, model = make_agent(
+        [stall, text_chunks("second try")],
+        middlewares=[_AbandonStalledCall()],
+        model_config=ModelConfig(max_retries=1),
+    )
+    recorder = Recorder()
+    msg = await agent.reply(user(), on_event=recorder)
+    assert msg.get_text_content() == "second try"
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert len(model.requests) == 2
+    assert [e.finished_reason for e in recorder.ends] == [ReplyFinishedReason.COMPLETED]

@@ -7,8 +7,8 @@ import json
 import logging
 
 import pydantic
-
 from agent_helpers import Recorder, make_agent, user
+
 from trioagent.agent import Agent, AgentState, InjectionConfig, ReActConfig
 from trioagent.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
 from trioagent.message import HintBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
@@ -240,7 +240,7 @@ async def test_schema_with_a_resume_event_is_ignored_with_a_warning(caplog):
 
     toolkit = Toolkit()
     toolkit.register_function(_ask_tool)
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [
             tool_call_chunks("c1", "_ask_tool", "{}"),
             structured_call("s1", {"city": "C", "temperature": 3}),

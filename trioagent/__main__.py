@@ -1,8 +1,13 @@
-"""``python -m trioagent`` / ``trioagent``: run the example suite.
+"""``python -m trioagent`` / ``trioagent``: the example suite and an interactive chat.
 
     trioagent examples            run every example, one progress line each, then a table
     trioagent examples --list     list the examples
     trioagent examples NAME       run one (a number like ``01`` or part of its name)
+    trioagent chat                chat with the embedded demo model (offline)
+    trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
+
+Exit codes: 0 success, 1 an example failed, 2 a usage or set-up error (unknown example,
+missing API key, unreachable server), 130 the chat was quit with Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["main"]
 
@@ -36,8 +42,16 @@ def list_examples(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("[0-9]*.py"))
 
 
-def run_example(path: Path) -> tuple[bool, float, str]:
-    """Run one example in a fresh interpreter; returns (passed, seconds, last output line)."""
+class ExampleResult(NamedTuple):
+    name: str
+    passed: bool
+    seconds: float
+    checks: int  #: the example's ``ok:`` lines
+    last_line: str
+
+
+def run_example(path: Path) -> ExampleResult:
+    """Run one example in a fresh interpreter and collect its outcome."""
     start = time.perf_counter()
     try:
         done = subprocess.run(
@@ -49,10 +63,13 @@ def run_example(path: Path) -> tuple[bool, float, str]:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return False, time.perf_counter() - start, f"timed out after {EXAMPLE_TIMEOUT:g}s"
+        elapsed = time.perf_counter() - start
+        return ExampleResult(path.stem, False, elapsed, 0, f"timed out after {EXAMPLE_TIMEOUT:g}s")
     elapsed = time.perf_counter() - start
+    checks = sum(line.startswith("ok: ") for line in done.stdout.splitlines())
     output = (done.stdout + done.stderr).strip().splitlines()
-    return done.returncode == 0, elapsed, output[-1] if output else ""
+    last = output[-1] if output else ""
+    return ExampleResult(path.stem, done.returncode == 0, elapsed, checks, last)
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
@@ -70,36 +87,104 @@ def cmd_examples(args: argparse.Namespace) -> int:
         if not examples:
             print(f"error: no example matches {args.name!r} (see --list)", file=sys.stderr)
             return 2
-    results = []
+    results: list[ExampleResult] = []
+    digits = len(str(len(examples)))
     for index, path in enumerate(examples, 1):
-        passed, elapsed, last = run_example(path)
-        results.append((path.stem, passed, elapsed, last))
-        status = "ok  " if passed else "FAIL"
-        print(f"[{index}/{len(examples)}] {status} {path.stem} ({elapsed:.1f}s)", flush=True)
-        if not passed:
-            print(f"      {last}", flush=True)
-    width = max(len(name) for name, *_ in results)
+        result = run_example(path)
+        results.append(result)
+        status = "ok  " if result.passed else "FAIL"
+        print(
+            f"[{index:>{digits}}/{len(examples)}] {status} {result.name} ({result.seconds:.1f}s)",
+            flush=True,
+        )
+        if not result.passed:
+            print(f"      {result.last_line}", flush=True)
+    width = max(len(r.name) for r in results)
     print()
-    print(f"{'example':<{width}}  result  seconds")
-    for name, passed, elapsed, _ in results:
-        print(f"{name:<{width}}  {'pass' if passed else 'FAIL':<6}  {elapsed:7.1f}")
-    failed = sum(not passed for _, passed, _, _ in results)
-    print(f"\n{len(results) - failed} passed, {failed} failed")
+    print(f"{'example':<{width}}  result  checks  seconds")
+    for r in results:
+        print(
+            f"{r.name:<{width}}  {'pass' if r.passed else 'FAIL':<6}  {r.checks:6d}  {r.seconds:7.1f}"
+        )
+    failed = sum(not r.passed for r in results)
+    total = sum(r.seconds for r in results)
+    print(f"\n{len(results) - failed} passed, {failed} failed in {total:.1f}s")
     return 1 if failed else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def cmd_chat(args: argparse.Namespace) -> int:
+    import trio
+
+    from ._chat import ChatOptions, ChatSetupError, run_chat
+
+    options = ChatOptions(model=args.model, base_url=args.base_url)
+    if args.system is not None:
+        options.system_prompt = args.system
+    try:
+        code: int = trio.run(run_chat, options)
+    except (ChatSetupError, BaseExceptionGroup) as exc:
+        # A set-up error may surface from inside a nursery, wrapped in a group.
+        found = _find(exc, ChatSetupError)
+        if found is None:
+            raise
+        print(f"error: {found}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    return code
+
+
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first ``kind`` leaf of ``exc`` (itself, or inside exception groups)."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _find(inner, kind)) is not None:
+                return found
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="trioagent", description="trioagent: a Trio-native agent core."
+        prog="trioagent",
+        description="trioagent: a Trio-native agent core whose cancelled replies always end "
+        "cleanly.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     examples = commands.add_parser(
-        "examples", help="run the cancellation-focused example suite"
+        "examples",
+        help="run the cancellation-focused example suite",
+        description="Run the example suite: each example is a script in examples/ that checks "
+        "its own outcome (exit code 0 = the promise held).",
     )
-    examples.add_argument("name", nargs="?", help="run only the example matching NAME")
-    examples.add_argument("--list", action="store_true", help="list the examples")
+    examples.add_argument("name", nargs="?", help="run only the example matching NAME (e.g. 03)")
+    examples.add_argument("--list", action="store_true", help="list the examples and exit")
     examples.set_defaults(func=cmd_examples)
-    args = parser.parse_args(argv)
+    chat = commands.add_parser(
+        "chat",
+        help="chat with an agent in the terminal",
+        description="Chat with an agent.  Answers stream as they arrive and tool calls are "
+        "shown.  Ctrl-C interrupts the current reply (the conversation continues); Ctrl-D "
+        "quits.  Without --model an embedded demo model answers offline.",
+    )
+    chat.add_argument(
+        "--model",
+        default=os.environ.get("TRIOAGENT_MODEL") or "embedded",
+        help="'embedded' (default; or $TRIOAGENT_MODEL) or 'openai:<model>' (key from "
+        "OPENAI_API_KEY)",
+    )
+    chat.add_argument(
+        "--base-url",
+        default=None,
+        help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI's)",
+    )
+    chat.add_argument("--system", default=None, help="the system prompt")
+    chat.set_defaults(func=cmd_chat)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result
 

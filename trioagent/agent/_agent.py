@@ -6,7 +6,7 @@ import copy
 import fnmatch
 import logging
 import types
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -44,7 +44,7 @@ from ..middleware._chain import Emit, compose_awaitable, compose_streaming
 from ..model._response import ChatResponse
 from ..permission import PermissionEngine
 from ..tool import Toolkit
-from ..types import FinishedReason, ReplyFinishedReason, ToolChoice
+from ..types import FinishedReason, ReplyFinishedReason, ToolChoice, generate_id
 from . import _acting, _background, _compress, _injection, _structured
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from ._convert import ChunkConverter
@@ -248,6 +248,16 @@ class Agent:
         """Whether a reply is running now."""
         return self._run is not None
 
+    @property
+    def background_tasks(self) -> Mapping[str, _background.BackgroundToolHandle]:
+        """The background tool calls of this agent by call id (a read-only live view).
+
+        Each :class:`~trioagent.agent.BackgroundToolHandle` has ``status``, ``result``,
+        ``cancel()`` and ``await wait()``.  Calls that finished within their
+        ``background_after`` window never appear here.
+        """
+        return types.MappingProxyType(self._supervisor.handles)
+
     async def observe(self, msgs: Msg | Sequence[Msg] | None) -> None:
         """Append messages to the context without replying (validated deep copies)."""
         if msgs is None:
@@ -296,12 +306,19 @@ class Agent:
             await self._run.settle_end(send)
 
     async def _run_reply(
-        self, inputs: ReplyInputs, structured_schema: Any, consumer: Any
+        self,
+        inputs: ReplyInputs,
+        structured_schema: Any,
+        consumer: Any,
+        on_registered: Callable[[], object] | None = None,
     ) -> ReplyRun:
         if self._run is not None:
             raise RuntimeError(f"agent {self.name!r} is already replying; one reply at a time")
         run = ReplyRun(consumer)
         self._run = run
+        if on_registered is not None:
+            # From here on interrupt() reaches this run (ReplyStream waits for this point).
+            on_registered()
         kwargs = {"inputs": inputs, "structured_schema": structured_schema}
         outcome: ReplyFinishedReason | None = None
         error: BaseException | None = None
@@ -327,6 +344,13 @@ class Agent:
                         reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
                         await run.deliver(self._end_event(run, reason, error))
                         await run.deliver(self._closing_msg(reason, error))
+                elif run.final_msg is None and not run.started and run.scope.cancelled_caught:
+                    # interrupt() landed before the reply started (e.g. during an on_reply
+                    # middleware's pre-logic): nothing was emitted, but the caller asked for an
+                    # interruption, so it gets the interrupted Msg, not "no final message".
+                    msg = self._closing_msg(ReplyFinishedReason.INTERRUPTED, None)
+                    msg.id = run.reply_id or generate_id()
+                    await run.deliver(msg)
             finally:
                 self._run = None
         return run
@@ -620,12 +644,19 @@ class Agent:
         model_input = await self._prepare_model_input()
         converter = ChunkConverter(reply_id)
         completed: ChatResponse | None = None
+        streamed = False
 
         async def model_sink(response: ChatResponse) -> None:
-            nonlocal completed
+            nonlocal completed, streamed
             if response.is_last:
                 completed = response
-                return
+                if streamed:
+                    return
+                # A non-streaming response (no deltas came before it) is converted once, as
+                # if it were a single chunk (reference/agent.md §2.1), so the consumer still
+                # sees its text, thinking and tool-call blocks.
+            else:
+                streamed = True
             for event in converter.convert(response):
                 await emit(event)
 
@@ -731,7 +762,11 @@ class Agent:
 
                 async def attempt_sink(response: Any) -> None:
                     nonlocal emitted
-                    emitted = True
+                    # Only deltas reach the consumer.  A lone final response (such as the
+                    # empty INTERRUPTED partial of an inner call that a middleware abandoned
+                    # before raising) must not block the retry.
+                    if not getattr(response, "is_last", False):
+                        emitted = True
                     await sink(response)
 
                 kwargs = {

@@ -21,7 +21,9 @@ import trio
 from ..event import HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
+from ..middleware._chain import unwrap_group
 from ..tool import ToolChunk, ToolResponse
+from ..tool._response import chunk_from_response
 
 if TYPE_CHECKING:
     from ..tool import ToolBase
@@ -126,7 +128,14 @@ class Supervisor:
             return
         self._stack = self._nursery = None
         nursery.cancel_scope.cancel()
-        await stack.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        try:
+            await stack.__aexit__(
+                type(exc) if exc else None, exc, exc.__traceback__ if exc else None
+            )
+        except BaseExceptionGroup as group:
+            # The nursery wraps what the `async with agent:` body raised (a Cancelled, a
+            # ValueError from reply()) in a group; hand the caller the plain exception.
+            raise unwrap_group(group) from None
 
     async def start(
         self, call: ToolCallBlock, body: Callable[[Sink], Awaitable[None]]
@@ -139,7 +148,14 @@ class Supervisor:
             )
         handle = BackgroundToolHandle(call.id, call.name)
         self.handles[call.id] = handle
-        await self._nursery.start(self._supervise, handle, body)
+        try:
+            await self._nursery.start(self._supervise, handle, body)
+        except BaseException:
+            # Cancelled while starting (the task may already run): the caller records the
+            # call's interrupted result, so the task must stop and never report.
+            handle.cancel()
+            self.delivered_in_foreground(handle)
+            raise
         return handle
 
     async def _supervise(
@@ -225,6 +241,14 @@ def placeholder(call: ToolCallBlock, after: float | None) -> ToolResponse:
     )
 
 
+async def _send_placeholder(sink: Sink, call: ToolCallBlock, after: float | None) -> None:
+    response = placeholder(call, after)
+    # As a chunk first, so the event stream shows the text the model reads (as the
+    # reference's offload middleware does: a chunk, then the response).
+    await sink(chunk_from_response(response))
+    await sink(response)
+
+
 async def run_in_background(
     agent: Agent, call: ToolCallBlock, tool: ToolBase | None, sink: Sink
 ) -> None:
@@ -249,31 +273,44 @@ async def run_in_background(
             await agent._acting_handler({"tool_call": call}, forward)
 
     handle = await supervisor.start(call, body)
-    if after is None:
-        handed_off = True
-        recv.close()
-        await sink(placeholder(call, None))
-        return
     try:
-        with trio.move_on_after(after):
-            async for item in recv:
+        if after is None:
+            handed_off = True
+            recv.close()
+        else:
+            deadline = trio.current_time() + after
+            while True:
+                # Only the wait for the next item is timed: a timer must never cancel the
+                # delivery of an item to the reply (that could drop an event mid-way).
+                with trio.move_on_at(deadline) as window:
+                    try:
+                        item = await recv.receive()
+                    except trio.EndOfChannel:
+                        item = None
+                if window.cancelled_caught:
+                    break
+                if item is None:
+                    # The task ended without a response (it failed or was cancelled).
+                    result = await handle.wait()
+                    supervisor.delivered_in_foreground(handle)
+                    await sink(result)
+                    return
                 await sink(item)
                 if isinstance(item, ToolResponse):
                     supervisor.delivered_in_foreground(handle)
                     return
-            # The task ended without a response (it failed or was cancelled).
-            result = await handle.wait()
-            supervisor.delivered_in_foreground(handle)
-            await sink(result)
-            return
+            recv.close()
+            handed_off = True
+        await _send_placeholder(sink, call, after)
     except BaseException:
-        if not handed_off:
-            handle.cancel()  # the reply was cancelled before the hand-off: stop the call too
+        # The reply was cancelled (or failed) before the model got the placeholder: the reply
+        # records the call's interrupted result itself, so stop the task too, and never
+        # deliver its result again as a background hint.
+        handle.cancel()
+        supervisor.delivered_in_foreground(handle)
         raise
     finally:
         recv.close()
-    handed_off = True
-    await sink(placeholder(call, after))
 
 
 async def deliver_results(agent: Agent, emit: Sink) -> None:

@@ -37,6 +37,7 @@ class ReplyStream:
         self._stack = contextlib.AsyncExitStack()
         self._recv: trio.MemoryReceiveChannel[AgentEvent] | None = None
         self._done = False
+        self._nursery: trio.Nursery | None = None
         self.msg: Msg | None = None
         """The final Msg (``None`` until the reply produced it)."""
 
@@ -44,10 +45,22 @@ class ReplyStream:
         send, recv = trio.open_memory_channel[AgentEvent](BUFFER)
         self._recv = recv
         nursery = await self._stack.enter_async_context(trio.open_nursery())
-        nursery.start_soon(self._produce, send)
+        self._nursery = nursery
+        try:
+            # start(), not start_soon(): the reply is registered with the agent before the
+            # block's body runs, so an agent.interrupt() right away is not lost.
+            await nursery.start(self._produce, send)
+        except BaseException:
+            recv.close()
+            await self._stack.aclose()
+            raise
         return self
 
-    async def _produce(self, send: trio.MemorySendChannel[AgentEvent]) -> None:
+    async def _produce(
+        self,
+        send: trio.MemorySendChannel[AgentEvent],
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         async def consume(item: Any) -> None:
             if isinstance(item, Msg):
                 self.msg = item
@@ -61,7 +74,9 @@ class ReplyStream:
 
         with send:
             try:
-                await self._agent._run_reply(self._inputs, self._schema, consume)
+                await self._agent._run_reply(
+                    self._inputs, self._schema, consume, on_registered=task_status.started
+                )
             finally:
                 self._done = True
 
@@ -92,8 +107,10 @@ class ReplyStream:
         exc: BaseException | None,
         tb: types.TracebackType | None,
     ) -> bool:
-        if not self._done:
-            self._agent.interrupt()
+        if not self._done and self._nursery is not None:
+            # The consumer left early: cancel the reply task (also when its reply has not
+            # started yet).  The reply still runs its shielded cleanup and ends INTERRUPTED.
+            self._nursery.cancel_scope.cancel()
         assert self._recv is not None
         self._recv.close()
         try:

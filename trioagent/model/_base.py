@@ -350,14 +350,15 @@ class ChatModelBase:
         """The retry loop inside the total deadline (no INTERRUPTED handling)."""
         if self.timeout is None:
             return await self._call_with_retries(call)
-        with trio.CancelScope(deadline=trio.current_time() + self.timeout) as deadline:
-            return await self._call_with_retries(call)
-        assert deadline.cancelled_caught
-        raise ModelTimeoutError(
-            f"model call to {self.model!r} did not finish within its total timeout of "
-            f"{self.timeout}s",
-            retryable=False,
-        )
+        try:
+            with trio.fail_after(self.timeout):
+                return await self._call_with_retries(call)
+        except trio.TooSlowError:
+            raise ModelTimeoutError(
+                f"model call to {self.model!r} did not finish within its total timeout of "
+                f"{self.timeout}s",
+                retryable=False,
+            ) from None
 
     async def _call_with_retries(self, call: _Call) -> ChatResponse:
         attempt = 0

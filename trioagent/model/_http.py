@@ -154,6 +154,12 @@ def error_from_transport(
     return ModelConnectionError(f"could not reach the provider{where}: {detail}")
 
 
+def _safe_url(url: httpx.URL) -> str:
+    """The URL for error messages: no credentials, no query string."""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
 async def aclose_response(response: httpx.Response) -> None:
     """Close ``response`` even inside a cancelled scope.
 
@@ -178,7 +184,7 @@ async def send_request(
     :func:`aclose_response`.  An error response's body is read (for the provider's message)
     and the response closed.
     """
-    url = str(request.url.copy_with(query=None))
+    url = _safe_url(request.url)
     try:
         response = await client.send(request, stream=stream)
     except httpx.TransportError as exc:

@@ -13,6 +13,12 @@ Start it in a nursery you own; ``nursery.start`` returns the running server::
             response = await model([UserMsg("user", "Hi")])
         nursery.cancel_scope.cancel()  # stops the server
 
+Options are keyword-only (``nursery.start`` passes positional arguments only)::
+
+    server = await nursery.start(partial(serve_openai_compatible, script, api_key="sk-test"))
+
+In pytest-trio tests, the ``nursery`` fixture is the natural owner (cancelled after the test).
+
 Script entries (consumed one per chat request, in order; :meth:`OpenAICompatibleServer.push`
 adds more):
 
@@ -27,7 +33,9 @@ With the script empty the server echoes: ``"Echo: <last user text>"``.  Every re
 recorded (:attr:`OpenAICompatibleServer.requests`) and every connection too
 (:attr:`OpenAICompatibleServer.connections`, with a ``closed`` event and whether the client
 closed it) — so a test can assert that a cancelled call closed its connection.
-:meth:`OpenAICompatibleServer.add_file` serves media at ``GET /files/<name>``.
+:meth:`OpenAICompatibleServer.add_file` serves media at ``GET /files/<name>``, and
+:meth:`OpenAICompatibleServer.add_route` answers any other endpoint (``/v1/audio/speech``,
+``/v1/decisions``, ...) with :class:`ScriptedResponse` objects computed by a handler.
 """
 
 from __future__ import annotations
@@ -51,9 +59,11 @@ __all__ = [
     "ConnectionRecord",
     "OpenAICompatibleServer",
     "RecordedRequest",
+    "RouteHandler",
     "ScriptEntry",
     "ScriptedError",
     "ScriptedReply",
+    "ScriptedResponse",
     "ScriptedSSE",
     "ScriptedToolCall",
     "serve_openai_compatible",
@@ -117,6 +127,14 @@ class ScriptedError:
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
 
+_UNAUTHORIZED = ScriptedError(
+    status=401,
+    message="Incorrect API key provided.",
+    type="invalid_request_error",
+    code="invalid_api_key",
+)
+
+
 @attrs.frozen(kw_only=True)
 class ScriptedSSE:
     """A raw streamed answer: each item is a chunk object (sent as ``data: <json>``) or text
@@ -125,6 +143,32 @@ class ScriptedSSE:
     events: Sequence[Mapping[str, Any] | str]
     done: bool = True
     chunk_delay: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ScriptedResponse:
+    """A raw answer of a custom route (:meth:`OpenAICompatibleServer.add_route`).
+
+    Attributes:
+        status: the HTTP status.
+        body: the body; a sequence of byte strings is sent piece by piece (chunked).
+        media_type: the ``Content-Type``.
+        headers: extra headers.
+        chunk_delay: seconds to sleep between pieces.
+        stall_after: after this many pieces, stop sending and wait until the client goes away.
+    """
+
+    status: int = 200
+    body: bytes | Sequence[bytes] = b""
+    media_type: str = "application/json"
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    chunk_delay: float = 0.0
+    stall_after: int | None = None
+
+    @classmethod
+    def json(cls, payload: Any, status: int = 200) -> ScriptedResponse:
+        """A JSON answer."""
+        return cls(status=status, body=json.dumps(payload).encode())
 
 
 @attrs.frozen(kw_only=True)
@@ -169,6 +213,11 @@ class ConnectionRecord:
     requests: int = 0
 
 
+#: A custom route's handler: the request → the answer (sync or async).
+RouteHandler: TypeAlias = Callable[
+    [RecordedRequest], "ScriptedResponse | Awaitable[ScriptedResponse]"
+]
+
 _Entry: TypeAlias = str | ScriptedReply | ScriptedError | ScriptedSSE
 ScriptEntry: TypeAlias = _Entry | Callable[[RecordedRequest], _Entry | Awaitable[_Entry]]
 
@@ -200,6 +249,7 @@ class OpenAICompatibleServer:
         self.requests: list[RecordedRequest] = []
         self.connections: list[ConnectionRecord] = []
         self.files: dict[str, tuple[bytes, str]] = {}
+        self.routes: dict[tuple[str, str], RouteHandler] = {}
         self._changed = trio.Event()
 
     def __repr__(self) -> str:
@@ -219,6 +269,12 @@ class OpenAICompatibleServer:
         returns its URL."""
         self.files[name] = (data, media_type)
         return f"http://{self.host}:{self.port}/files/{name}"
+
+    def add_route(self, method: str, path: str, handler: RouteHandler) -> None:
+        """Answer ``method path`` (e.g. ``"POST", "/v1/audio/speech"``; the query string is
+        ignored) with ``handler(request)``, checked before the built-in routes.  The
+        ``api_key`` check applies as for chat requests."""
+        self.routes[(method.upper(), path)] = handler
 
     def credential(self) -> OpenAICredential:
         """An :class:`OpenAICredential` pointing at this server."""
@@ -347,6 +403,15 @@ class OpenAICompatibleServer:
     async def _answer(
         self, stream: trio.SocketStream, conn: h11.Connection, request: RecordedRequest
     ) -> None:
+        route = self.routes.get((request.method, request.path.split("?")[0]))
+        if route is not None:
+            if not self._authorized(request):
+                await self._send_error(stream, conn, _UNAUTHORIZED)
+                return
+            result = route(request)
+            answer = await result if inspect.isawaitable(result) else result
+            await self._send_custom(stream, conn, answer)
+            return
         if request.method == "GET" and request.path.startswith("/files/"):
             await self._send_file(stream, conn, request.path.removeprefix("/files/"))
             return
@@ -355,19 +420,8 @@ class OpenAICompatibleServer:
                 stream, conn, ScriptedError(status=404, message="Not found", type="not_found")
             )
             return
-        if self.api_key is not None and request.headers.get("authorization") != (
-            f"Bearer {self.api_key}"
-        ):
-            await self._send_error(
-                stream,
-                conn,
-                ScriptedError(
-                    status=401,
-                    message="Incorrect API key provided.",
-                    type="invalid_request_error",
-                    code="invalid_api_key",
-                ),
-            )
+        if not self._authorized(request):
+            await self._send_error(stream, conn, _UNAUTHORIZED)
             return
         if not isinstance(request.body, dict) or "messages" not in request.body:
             await self._send_error(
@@ -390,6 +444,34 @@ class OpenAICompatibleServer:
                 if entry.stall_after is not None:
                     await trio.sleep_forever()
                 await self._send_json(stream, conn, 200, _completion(request, entry, self.model))
+
+    def _authorized(self, request: RecordedRequest) -> bool:
+        return self.api_key is None or request.headers.get("authorization") == (
+            f"Bearer {self.api_key}"
+        )
+
+    async def _send_custom(
+        self, stream: trio.SocketStream, conn: h11.Connection, answer: ScriptedResponse
+    ) -> None:
+        if not isinstance(answer, ScriptedResponse):
+            raise TypeError(f"a route handler must return a ScriptedResponse, got {answer!r}")
+        headers = [("Content-Type", answer.media_type), *answer.headers.items()]
+        if isinstance(answer.body, bytes):
+            headers.append(("Content-Length", str(len(answer.body))))
+            pieces: Sequence[bytes] = [answer.body] if answer.body else []
+        else:
+            headers.append(("Transfer-Encoding", "chunked"))
+            pieces = answer.body
+        await self._send(stream, conn, h11.Response(status_code=answer.status, headers=headers))
+        for sent, piece in enumerate(pieces):
+            if answer.stall_after is not None and sent >= answer.stall_after:
+                await trio.sleep_forever()
+            await self._send(stream, conn, h11.Data(data=piece))
+            if answer.chunk_delay:
+                await trio.sleep(answer.chunk_delay)
+        if answer.stall_after is not None:
+            await trio.sleep_forever()
+        await self._send(stream, conn, h11.EndOfMessage())
 
     async def _next_entry(
         self, request: RecordedRequest

@@ -13,6 +13,7 @@ Run it under ``trio.testing.MockClock(autojump_threshold=0)`` (pytest-trio's
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,8 +26,6 @@ import trio.lowlevel
 from ..event import (
     AgentEvent,
     ReplyEndEvent,
-    RequireExternalExecutionEvent,
-    RequireUserConfirmEvent,
 )
 from ..message import Msg, ToolCallBlock, ToolCallState, ToolResultBlock
 from ..serialization import dumps, loads
@@ -128,6 +127,7 @@ async def cancel_sweep(
     mode: CancelMode | str = CancelMode.INTERRUPT,
     check: Callable[[SweepRun], None] | None = None,
     max_points: int | None = None,
+    supervised: bool = False,
 ) -> SweepReport:
     """Cancel a reply after each of its schedule points and check the rules every time.
 
@@ -139,19 +139,22 @@ async def cancel_sweep(
         mode: ``"interrupt"`` (``agent.interrupt()``) or ``"outer"`` (an enclosing scope).
         check: extra assertions per run.
         max_points: stop after this many points (for very long replies).
+        supervised: run each reply inside ``async with agent:`` (the supervision scope of
+            background tools).  Leaving that scope is then part of the swept schedule, and
+            every background task must have ended with exactly one result when it is left.
 
     Returns:
         A :class:`SweepReport`; raises :class:`SweepViolation` on the first broken rule.
     """
     mode = CancelMode(mode)
-    baseline = await _run_once(make_agent, inputs, mode, None)
+    baseline = await _run_once(make_agent, inputs, mode, None, supervised)
     _check_run(baseline, mode)
     if check is not None:
         check(baseline)
     runs = [baseline]
     points = baseline.steps if max_points is None else min(baseline.steps, max_points)
     for k in range(1, points + 1):
-        run = await _run_once(make_agent, inputs, mode, k)
+        run = await _run_once(make_agent, inputs, mode, k, supervised)
         _check_run(run, mode)
         if check is not None:
             check(run)
@@ -160,7 +163,11 @@ async def cancel_sweep(
 
 
 async def _run_once(
-    make_agent: MakeAgent, inputs: Any, mode: CancelMode, cancel_at: int | None
+    make_agent: MakeAgent,
+    inputs: Any,
+    mode: CancelMode,
+    cancel_at: int | None,
+    supervised: bool = False,
 ) -> SweepRun:
     agent = make_agent()
     if inspect.isawaitable(agent):
@@ -182,22 +189,8 @@ async def _run_once(
         try:
             with outer:
                 try:
-                    if mode is CancelMode.INTERRUPT:
-                        # The channel form: the consumer keeps receiving after interrupt().
-                        stream = agent.stream(run_inputs)
-                        try:
-                            async with stream as reply:
-                                async for event in reply:
-                                    run.events.append(event)
-                        finally:
-                            run.msg = stream.msg
-                    else:
-                        # The callback form: an outer cancellation also cancels a consumer
-                        # reading a channel, so only a callback can witness the INTERRUPTED end.
-                        async def record(event: AgentEvent) -> None:
-                            run.events.append(event)
-
-                        run.msg = await agent.reply(run_inputs, on_event=record)
+                    async with agent if supervised else contextlib.nullcontext():
+                        await drive()
                 except trio.Cancelled:
                     run.propagated_cancel = True
                     raise
@@ -210,9 +203,29 @@ async def _run_once(
             trio.lowlevel.remove_instrument(counter)
             run.steps, run.fired = counter.steps, counter.fired
 
+    async def drive() -> None:
+        if mode is CancelMode.INTERRUPT:
+            # The channel form: the consumer keeps receiving after interrupt().
+            stream = agent.stream(run_inputs)
+            try:
+                async with stream as reply:
+                    async for event in reply:
+                        run.events.append(event)
+            finally:
+                run.msg = stream.msg
+        else:
+            # The callback form: an outer cancellation also cancels a consumer reading a
+            # channel, so only a callback can witness the INTERRUPTED end.
+            async def record(event: AgentEvent) -> None:
+                run.events.append(event)
+
+            run.msg = await agent.reply(run_inputs, on_event=record)
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(body)
     _check_no_tasks_left(run)
+    if supervised:
+        _check_background_tasks(run)
     return run
 
 
@@ -221,6 +234,17 @@ def _check_no_tasks_left(run: SweepRun) -> None:
         if nursery.child_tasks:
             raise SweepViolation(
                 f"rule 7 (point {run.cancel_at}): a task outlived the reply: {nursery.child_tasks}"
+            )
+
+
+def _check_background_tasks(run: SweepRun) -> None:
+    """Rule 7 for background tools: leaving ``async with agent:`` ended every task, and each
+    recorded its result."""
+    for call_id, handle in run.agent.background_tasks.items():
+        if handle.result is None:
+            raise SweepViolation(
+                f"rule 7 (point {run.cancel_at}): background call {call_id} is still running "
+                "after `async with agent:` was left"
             )
 
 
@@ -247,9 +271,10 @@ def check_reply_rules(
 ) -> None:
     """Rules 1 and 6 for one reply's events and the agent's state afterwards."""
     ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
-    parked = bool(events) and isinstance(
-        events[-1], RequireUserConfirmEvent | RequireExternalExecutionEvent
-    )
+    # Parked: no end, and calls still wait for the user or an external result.  The last event
+    # need not be a REQUIRE_* one (in a concurrent batch other calls finish after a prompt; a
+    # partial resume parks again without a new prompt).
+    parked = bool(events) and not ends and state.has_awaiting_tool_calls(name)
     if not events or (parked and not ends):
         pass  # cancelled before the reply started, or parked (no end until it resumes)
     elif len(ends) != 1:

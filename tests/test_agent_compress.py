@@ -1,0 +1,318 @@
+"""Context compression, the image limit and tool-result truncation
+(trioagent/agent/_compress.py): reference/agent.md §8.2, §8.3 and §10 behaviour 25.
+
+Token counts use the default estimate (UTF-8 bytes / 4), so a text of ``4 * n`` ASCII
+characters is ``n`` tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from agent_helpers import (
+    SUMMARY_FIELDS,
+    Recorder,
+    assert_paired,
+    sequential_toolkit,
+    summary_step,
+    tokens,
+)
+
+from trioagent.agent import Agent, ContextConfig, InjectionConfig
+from trioagent.agent._compress import TRUNCATED_SUMMARY, TRUNCATION_NOTE, truncate_tool_result
+from trioagent.agent._config import DEFAULT_SUMMARY_TEMPLATE
+from trioagent.message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ToolResultBlock,
+    URLSource,
+    UserMsg,
+)
+from trioagent.model import ChatUsage
+from trioagent.testing import ScriptedModel, text_chunks, tool_call_chunks
+
+SUMMARY = DEFAULT_SUMMARY_TEMPLATE.format(**SUMMARY_FIELDS)
+
+
+def compress_agent(steps=(), *, context_size: int = 100, **config) -> tuple[Agent, ScriptedModel]:
+    """The §10.25 setup: context size 100, trigger 0.7, reserve 0.4, a 20-token prompt."""
+    model = ScriptedModel(list(steps), context_size=context_size)
+    cfg = ContextConfig(trigger_ratio=0.7, reserve_ratio=0.4, **config)
+    agent = Agent(
+        "assistant",
+        tokens(20, "S"),
+        model,
+        context_config=cfg,
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    return agent, model
+
+
+def three_messages() -> list[Msg]:
+    return [
+        UserMsg("user", tokens(30, "1")),
+        AssistantMsg("assistant", tokens(10, "2")),
+        UserMsg("user", tokens(10, "3")),
+    ]
+
+
+# -- 25. compression ----------------------------------------------------------------------------
+
+
+async def test_first_message_is_summarized():
+    agent, model = compress_agent([summary_step()])
+    msgs = three_messages()
+    await agent.observe(msgs)
+    assert await model.count_tokens([*msgs]) == 50
+    await agent.compress_context()
+    assert agent.state.summary == SUMMARY
+    assert [m.get_text_content() for m in agent.state.context] == [
+        tokens(10, "2"),
+        tokens(10, "3"),
+    ]
+    assert [m.id for m in agent.state.context] == [msgs[1].id, msgs[2].id]
+    # The compression prompt: system, the compressed message, then the compression prompt.
+    sent = model.requests[0].messages
+    assert [m.role for m in sent] == ["system", "user", "user"]
+    assert sent[1].get_text_content() == tokens(30, "1")
+    assert "The conversation so far is about to be compressed" in sent[2].get_text_content()
+    assert "{current_time}" not in sent[2].get_text_content()
+    assert "(UTC)" in sent[2].get_text_content()
+    model.assert_consumed()
+
+
+async def test_below_the_trigger_nothing_happens():
+    agent, model = compress_agent()
+    msgs = three_messages()
+    await agent.observe(msgs[1:])  # 20 + 10 + 10 = 40 < 70
+    await agent.compress_context()
+    assert agent.state.summary == ""
+    assert len(agent.state.context) == 2
+    assert model.requests == []
+
+
+async def test_next_request_carries_the_summary_after_the_system_prompt():
+    agent, model = compress_agent([summary_step(), text_chunks("answer")])
+    msgs = three_messages()
+    await agent.observe(msgs[:2])
+    msg = await agent.reply(msgs[2])  # compression runs before the reasoning
+    assert msg.get_text_content() == "answer"
+    reply_request = model.requests[1].messages
+    assert [m.role for m in reply_request] == ["system", "user", "assistant", "user"]
+    assert reply_request[1].get_text_content() == SUMMARY
+    assert reply_request[2].get_text_content() == tokens(10, "2")
+
+
+async def test_instructions_appear_only_in_the_compression_prompt():
+    agent, model = compress_agent([summary_step()])
+    await agent.observe(three_messages())
+    await agent.compress_context(instructions="Keep the numbers.")
+    sent = model.requests[0].messages
+    hint_msgs = [m for m in sent if any(isinstance(b, HintBlock) for b in m.content)]
+    assert len(hint_msgs) == 1
+    assert hint_msgs[0].role == "assistant"
+    assert hint_msgs[0].content[0].hint == "Keep the numbers."  # type: ignore[union-attr]
+    assert sent[-2] is hint_msgs[0]  # right before the compression prompt
+    # Not in the resulting context or summary.
+    assert "Keep the numbers." not in agent.state.summary
+    assert not any(isinstance(b, HintBlock) for m in agent.state.context for b in m.content)
+
+
+async def test_overflow_retry_keeps_the_instructions():
+    agent, model = compress_agent([RuntimeError("context too long"), summary_step()])
+    await agent.observe(three_messages())
+    await agent.compress_context(instructions="Keep the numbers.")
+    assert agent.state.summary == SUMMARY
+    assert len(model.requests) == 2
+    retry = model.requests[1].messages
+    assert any(
+        isinstance(b, HintBlock) and b.hint == "Keep the numbers." for m in retry for b in m.content
+    )
+
+
+async def test_failed_summary_falls_back_to_truncation(caplog):
+    agent, model = compress_agent([RuntimeError("no"), RuntimeError("still no")])
+    await agent.observe(three_messages())
+    with caplog.at_level(logging.WARNING, logger="trioagent.agent"):
+        await agent.compress_context()
+    assert agent.state.summary == TRUNCATED_SUMMARY
+    assert len(agent.state.context) == 2
+    assert any("truncating" in r.getMessage() for r in caplog.records)
+    model.assert_consumed()
+
+
+async def test_failed_summary_raises_without_the_truncation_fallback():
+    agent, _ = compress_agent(
+        [RuntimeError("no"), RuntimeError("still no")],
+        compression_fallback_to_truncation=False,
+    )
+    await agent.observe(three_messages())
+    with pytest.raises(RuntimeError, match=r"^(still )?no$"):
+        await agent.compress_context()
+    assert agent.state.summary == ""
+    assert len(agent.state.context) == 3
+
+
+async def test_a_prompt_alone_over_the_trigger_is_an_error():
+    model = ScriptedModel(context_size=100)
+    agent = Agent(
+        "assistant",
+        tokens(80, "S"),
+        model,
+        context_config=ContextConfig(trigger_ratio=0.7, reserve_ratio=0.4),
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    with pytest.raises(RuntimeError, match="exceed the compression threshold"):
+        await agent.compress_context()
+
+
+async def test_compression_usage_lands_on_the_tail_message():
+    agent, _ = compress_agent([summary_step(usage=ChatUsage(input_tokens=40, output_tokens=9))])
+    await agent.observe(three_messages())
+    await agent.compress_context()
+    usage = agent.state.context[-1].usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (40, 9)
+
+
+async def test_a_tool_call_and_its_result_stay_together():
+    """A reserved result whose call was compressed moves to the compressed side."""
+    from trioagent.message import ToolCallBlock
+
+    agent, model = compress_agent([summary_step()])
+    call = ToolCallBlock(id="c1", name="t", input=tokens(35, "c"), state="finished")
+    result = ToolResultBlock(id="c1", name="t", output=tokens(2, "r"), state="success")
+    agent.state.context = [
+        Msg("assistant", [call], "assistant", id="m1"),
+        Msg("assistant", [result, TextBlock(text=tokens(3, "t"))], "assistant", id="m2"),
+        UserMsg("user", tokens(10, "u")),
+    ]
+    await agent.compress_context()
+    assert agent.state.summary == SUMMARY
+    # The split fell after m1; m2's result followed its call to the compressed side.
+    assert_paired(model.requests[0].messages)
+    assert any(
+        isinstance(b, ToolResultBlock) for m in model.requests[0].messages for b in m.content
+    )
+    head = agent.state.context[0]
+    assert head.id == "m2"
+    assert len(head.content) == 1
+    assert isinstance(head.content[0], TextBlock)
+    assert_paired(agent.state.context)
+
+
+# -- the image limit ----------------------------------------------------------------------------
+
+
+def image(name: str | None = None, url: str | None = None) -> DataBlock:
+    if url is not None:
+        return DataBlock(source=URLSource(url=url, media_type="image/png"), name=name)
+    return DataBlock(source=Base64Source(data="AAAA", media_type="image/png"), name=name)
+
+
+async def test_images_beyond_the_limit_are_replaced_oldest_first():
+    model = ScriptedModel(context_size=1_000_000)
+    agent = Agent(
+        "assistant",
+        "",
+        model,
+        context_config=ContextConfig(max_image_num=2),
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    keep1, keep2 = image("keep1"), image("keep2")
+    agent.state.context = [
+        UserMsg("user", [image("old.png"), TextBlock(text="look")]),
+        Msg(
+            "assistant",
+            [
+                image(url="https://img.test/a.png"),
+                ToolResultBlock(id="c", name="t", output=[image("nested")], state="success"),
+            ],
+            "assistant",
+        ),
+        UserMsg("user", [keep1, keep2]),
+    ]
+    await agent.compress_context()
+    user_first = agent.state.context[0].content[0]
+    assert isinstance(user_first, TextBlock)  # user messages get a TextBlock
+    assert user_first.text == (
+        "<system-reminder>The image named 'old.png' is removed to free up context space."
+        "</system-reminder>"
+    )
+    top = agent.state.context[1].content[0]
+    assert isinstance(top, HintBlock)  # top level of a non-user message: a HintBlock
+    assert top.hint == (
+        "<system-reminder>The image is offloaded into https://img.test/a.png, you can refer "
+        "to it when needed.</system-reminder>"
+    )
+    nested = agent.state.context[1].content[1].output[0]  # type: ignore[union-attr]
+    assert isinstance(nested, TextBlock)
+    assert "named 'nested' is removed" in nested.text
+    assert agent.state.context[2].content == [keep1, keep2]
+    assert model.requests == []
+
+
+# -- tool-result truncation (§8.3) --------------------------------------------------------------
+
+
+async def test_large_tool_result_is_truncated_in_the_context_only():
+    def big() -> str:
+        """A big result."""
+        return tokens(50, "x")
+
+    model = ScriptedModel([tool_call_chunks("c1", "big", "{}"), text_chunks("ok")])
+    agent = Agent(
+        "assistant",
+        "",
+        model,
+        toolkit=sequential_toolkit(big),
+        context_config=ContextConfig(tool_result_limit=10),
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    rec = Recorder()
+    await agent.reply(UserMsg("user", "go"), on_event=rec)
+    result = next(b for b in agent.state.context[-1].content if isinstance(b, ToolResultBlock))
+    assert isinstance(result.output, list)
+    assert len(result.output) == 1
+    assert result.output[0].text == tokens(10, "x") + TRUNCATION_NOTE  # type: ignore[union-attr]
+    # The consumer still saw the whole output streamed.
+    deltas = [e.delta for e in rec.events if e.type == "TOOL_RESULT_TEXT_DELTA"]
+    assert deltas == [tokens(50, "x")]
+    # ...and the model the truncated one.
+    sent = model.requests[1].messages[-1].content
+    sent_result = next(b for b in sent if isinstance(b, ToolResultBlock))
+    assert sent_result.output[0].text.endswith(TRUNCATION_NOTE)  # type: ignore[union-attr]
+
+
+async def test_truncation_rules():
+    agent = Agent(
+        "assistant",
+        "",
+        ScriptedModel(),
+        context_config=ContextConfig(tool_result_limit=20),
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    small = ToolResultBlock(id="c", name="t", output="short", state="success")
+    assert await truncate_tool_result(agent, small) is small
+
+    as_str = ToolResultBlock(id="c", name="t", output=tokens(40, "s"), state="success")
+    cut = await truncate_tool_result(agent, as_str)
+    assert isinstance(cut.output, list)  # a str output is normalized to [TextBlock]
+    assert cut.output[0].text == tokens(20, "s") + TRUNCATION_NOTE  # type: ignore[union-attr]
+    assert as_str.output == tokens(40, "s")  # the original is untouched
+
+    # A non-text boundary block is offloaded whole; the kept text gets the note.
+    mixed = ToolResultBlock(
+        id="c",
+        name="t",
+        output=[TextBlock(text=tokens(10, "a")), image(), TextBlock(text=tokens(10, "b"))],
+        state="success",
+    )
+    cut = await truncate_tool_result(agent, mixed)
+    assert len(cut.output) == 1
+    assert cut.output[0].text == tokens(10, "a") + TRUNCATION_NOTE  # type: ignore[union-attr]

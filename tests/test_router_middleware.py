@@ -1,0 +1,479 @@
+"""ModelRouterMiddleware (trioagent/middleware/_router.py): one routing per reply, the
+choice kept across park/resume (and a JSON round trip), the agent's own model restored
+afterwards, and the fallback to it on any router failure (tools_middleware.md §8.4)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from agent_helpers import Recorder, make_agent, user
+from agent_kit import confirm, tool_calls
+
+from trioagent.agent import Agent, AgentState
+from trioagent.classifier import (
+    ChoiceAnswer,
+    ChoiceQuestion,
+    ClassifierModelBase,
+    ClassifierResponse,
+    OpenAIClassifierModel,
+    Question,
+    RefusalAnswer,
+)
+from trioagent.message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    TextBlock,
+    ToolCallBlock,
+    UserMsg,
+)
+from trioagent.middleware import ChatModelCandidate, ModelRouterMiddleware
+from trioagent.model import ChatResponse
+from trioagent.permission import PermissionBehavior, PermissionDecision
+from trioagent.serialization import dumps, loads
+from trioagent.testing import (
+    OpenAICompatibleServer,
+    RecordedRequest,
+    ScriptedModel,
+    ScriptedResponse,
+    serve_openai_compatible,
+    text_chunks,
+)
+from trioagent.tool import Toolkit
+from trioagent.types import ReplyFinishedReason
+
+KEY = "ModelRouterMiddleware"
+INSTRUCTIONS = "Select the most suitable chat model for responding to the user input."
+
+
+def pick(name: str) -> ChatResponse:
+    """What a chat-model router answers: the structured-output tool call."""
+    return ChatResponse(
+        content=[
+            ToolCallBlock(
+                id="route-1", name="generate_structured_output", input=json.dumps({"choice": name})
+            )
+        ]
+    )
+
+
+def text(value: str) -> ChatResponse:
+    return ChatResponse(content=[TextBlock(text=value)])
+
+
+class FakeClassifier(ClassifierModelBase):
+    """Answers every call with ``answer`` (or raises it); records the calls."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__("fake-classifier")
+        self.answer = answer
+        self.calls: list[tuple[Any, dict[str, Question]]] = []
+
+    async def __call__(self, state: Any, questions: Any, **kwargs: Any) -> ClassifierResponse:
+        self.calls.append((state, dict(questions)))
+        await trio.lowlevel.checkpoint()
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return ClassifierResponse(model=self.model, content={"chat_model": self.answer})
+
+
+class Setup:
+    """A default model, ``fast`` and ``smart`` candidates, and the router."""
+
+    def __init__(
+        self,
+        router: ClassifierModelBase | ScriptedModel,
+        *,
+        default: list[Any] | None = None,
+        fast: list[Any] | None = None,
+        smart: list[Any] | None = None,
+        toolkit: Toolkit | None = None,
+        **router_kwargs: Any,
+    ) -> None:
+        self.default = ScriptedModel(default or [], model="default-model")
+        self.fast = ScriptedModel(fast or [], model="fast-model")
+        self.smart = ScriptedModel(smart or [], model="smart-model")
+        self.router = router
+        self.middleware = ModelRouterMiddleware(
+            router,
+            [
+                ChatModelCandidate("fast", self.fast, "small talk"),
+                ChatModelCandidate("smart", self.smart, "math and code"),
+            ],
+            **router_kwargs,
+        )
+        self.agent = self.make_agent(toolkit=toolkit)
+
+    def make_agent(self, state: AgentState | None = None, toolkit: Toolkit | None = None) -> Agent:
+        agent, _ = make_agent(
+            model=self.default, middlewares=[self.middleware], toolkit=toolkit, state=state
+        )
+        return agent
+
+    def stored(self, agent: Agent | None = None) -> Any:
+        agent = agent or self.agent
+        return agent.state.middle_context.get(KEY)
+
+
+# -- construction --------------------------------------------------------------------------------
+
+
+def test_duplicate_candidate_names_are_rejected() -> None:
+    model = ScriptedModel()
+    with pytest.raises(ValueError, match=r"Duplicate chat model candidates: \['a'\]"):
+        ModelRouterMiddleware(
+            model, [ChatModelCandidate("a", model, "x"), ChatModelCandidate("a", model, "y")]
+        )
+    with pytest.raises(ValueError, match="at least one candidate"):
+        ModelRouterMiddleware(model, [])
+    with pytest.raises(TypeError, match="ClassifierModelBase or a ChatModelBase"):
+        ModelRouterMiddleware("gpt", [ChatModelCandidate("a", model, "x")])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty"):
+        ChatModelCandidate("", model, "x")
+
+
+def test_prompt_and_schema_follow_the_reference() -> None:
+    model = ScriptedModel()
+    router = ModelRouterMiddleware(
+        model,
+        [ChatModelCandidate("fast", model, "日常问答"), ChatModelCandidate("smart", model, "math")],
+    )
+    assert router.prompt == (
+        f"{INSTRUCTIONS}\n\nSelect exactly one candidate using these criteria:\n"
+        '{\n  "fast": "日常问答",\n  "smart": "math"\n}'
+    )
+    assert router.schema == {
+        "type": "object",
+        "properties": {"choice": {"type": "string", "enum": ["fast", "smart"]}},
+        "required": ["choice"],
+        "additionalProperties": False,
+    }
+    assert router.question == ChoiceQuestion(
+        criteria={"fast": "日常问答", "smart": "math"}, instructions=INSTRUCTIONS
+    )
+
+
+# -- routing -----------------------------------------------------------------------------------------
+
+
+async def test_chat_model_router_picks_the_model_of_the_reply() -> None:
+    router = ScriptedModel([pick("fast")], model="router")
+    setup = Setup(router, fast=[text_chunks("quick answer")])
+    rec = Recorder()
+    msg = await setup.agent.reply(user("hello there"), on_event=rec)
+    assert msg.get_text_content() == "quick answer"
+    assert setup.agent.model is setup.default  # restored
+    assert setup.stored() == {setup.agent.state.reply_id: "fast"}
+    assert setup.default.requests == []
+    assert len(setup.fast.requests) == 1
+    (request,) = router.requests
+    assert request.messages[0].get_text_content() == setup.middleware.prompt
+    assert "hello there" in (request.messages[1].get_text_content() or "")
+    assert request.tools is not None
+    assert request.tools[0]["function"]["parameters"] == setup.middleware.schema
+    # The reply started before routing; the routed model made the call.
+    assert rec.types[:2] == ["REPLY_START", "MODEL_CALL_START"]
+    assert rec.events[1].model_name == "fast-model"  # type: ignore[union-attr]
+
+
+async def test_classifier_router_asks_one_choice_question() -> None:
+    classifier = FakeClassifier(ChoiceAnswer(choice="smart", confidence=0.9))
+    setup = Setup(classifier, smart=[text("4")], instructions="Route it.")
+    msg = await setup.agent.reply(user("what is 2+2?"))
+    assert msg.get_text_content() == "4"
+    assert classifier.calls == [
+        (
+            "what is 2+2?",
+            {
+                "chat_model": ChoiceQuestion(
+                    criteria={"fast": "small talk", "smart": "math and code"},
+                    instructions="Route it.",
+                )
+            },
+        )
+    ]
+    assert setup.stored() == {setup.agent.state.reply_id: "smart"}
+    assert setup.agent.model is setup.default
+
+
+async def test_routing_uses_the_latest_user_message() -> None:
+    classifier = FakeClassifier(ChoiceAnswer(choice="fast", confidence=1.0))
+    setup = Setup(classifier, fast=[text("ok")])
+    await setup.agent.reply(
+        [user("first question"), AssistantMsg("assistant", "noted"), user("second question")]
+    )
+    assert classifier.calls[0][0] == "second question"
+
+
+async def test_the_whole_reply_uses_the_routed_model() -> None:
+    toolkit = Toolkit()
+
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    toolkit.register_function(
+        lookup, permission=PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
+    )
+    call = ToolCallBlock(id="c1", name="lookup", input='{"q": "x"}')
+    setup = Setup(
+        FakeClassifier(ChoiceAnswer(choice="smart", confidence=1.0)),
+        smart=[ChatResponse(content=[call]), text("done")],
+        toolkit=toolkit,
+    )
+    msg = await setup.agent.reply(user("research x"))
+    assert msg.get_text_content() == "done"
+    assert len(setup.smart.requests) == 2  # both reasoning steps
+    assert setup.default.requests == []
+
+
+# -- fallbacks --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "warning"),
+    [
+        (ChoiceAnswer(choice="turbo", confidence=0.99), "'turbo', which is not a candidate"),
+        (RefusalAnswer(), "None, which is not a candidate"),
+        (RuntimeError("classifier down"), "routing failed (RuntimeError: classifier down)"),
+    ],
+)
+async def test_router_failures_keep_the_agents_own_model(
+    answer: Any, warning: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    setup = Setup(FakeClassifier(answer), default=[text("default answer")])
+    with caplog.at_level(logging.WARNING, logger="trioagent.middleware"):
+        msg = await setup.agent.reply(user("hi"))
+    assert msg.get_text_content() == "default answer"
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert setup.stored() == {setup.agent.state.reply_id: None}
+    assert warning in caplog.text
+    assert setup.agent.model is setup.default
+
+
+async def test_chat_router_error_and_unknown_pick_fall_back() -> None:
+    router = ScriptedModel([pick("turbo"), RuntimeError("router down")], model="router")
+    setup = Setup(router, default=[text("one"), text("two")])
+    assert (await setup.agent.reply(user("a"))).get_text_content() == "one"
+    assert setup.stored() == {setup.agent.state.reply_id: None}
+    assert (await setup.agent.reply(user("b"))).get_text_content() == "two"
+    assert setup.stored() == {setup.agent.state.reply_id: None}
+    router.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        None,
+        UserMsg("user", [DataBlock(source=Base64Source(data="QUJD", media_type="image/png"))]),
+        UserMsg("user", "   "),
+        [AssistantMsg("assistant", "just context")],
+    ],
+    ids=["none", "image-only", "blank", "no-user-msg"],
+)
+async def test_no_user_text_means_no_routing(inputs: Any) -> None:
+    classifier = FakeClassifier(ChoiceAnswer(choice="smart", confidence=1.0))
+    setup = Setup(classifier, default=[text("default")])
+    msg = await setup.agent.reply(inputs)
+    assert msg.get_text_content() == "default"
+    assert classifier.calls == []
+    assert setup.stored() == {setup.agent.state.reply_id: None}
+
+
+async def test_a_slow_router_times_out_to_the_agents_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    router = ScriptedModel([pick("smart")], model="router", chunk_delay=60.0)
+    setup = Setup(router, default=[text("default")], timeout=5.0)
+    start = trio.current_time()
+    msg = await setup.agent.reply(user("hi"))
+    assert msg.get_text_content() == "default"
+    assert trio.current_time() - start == pytest.approx(5.0)
+    assert setup.stored() == {setup.agent.state.reply_id: None}
+
+
+async def test_each_new_reply_routes_again_and_replaces_the_entry() -> None:
+    classifier = FakeClassifier(ChoiceAnswer(choice="fast", confidence=1.0))
+    setup = Setup(classifier, fast=[text("one")], smart=[text("two")])
+    await setup.agent.reply(user("a"))
+    first = setup.agent.state.reply_id
+    classifier.answer = ChoiceAnswer(choice="smart", confidence=1.0)
+    msg = await setup.agent.reply(user("b"))
+    assert msg.get_text_content() == "two"
+    assert setup.stored() == {setup.agent.state.reply_id: "smart"}
+    assert first not in setup.stored()
+
+
+# -- park / resume ------------------------------------------------------------------------------------
+
+
+def asking_toolkit() -> Toolkit:
+    toolkit = Toolkit()
+
+    async def deploy(target: str) -> str:
+        """Deploy (needs the user's confirmation)."""
+        return f"deployed {target}"
+
+    toolkit.register_function(deploy)
+    return toolkit
+
+
+async def test_the_choice_survives_a_park_and_a_json_round_trip() -> None:
+    call = ToolCallBlock(id="d1", name="deploy", input='{"target": "prod"}')
+    classifier = FakeClassifier(ChoiceAnswer(choice="smart", confidence=1.0))
+    setup = Setup(
+        classifier,
+        smart=[ChatResponse(content=[call]), text("deployed!")],
+        toolkit=asking_toolkit(),
+    )
+    rec = Recorder()
+    parked = await setup.agent.reply(user("deploy to prod"), on_event=rec)
+    assert rec.types[-1] == "REQUIRE_USER_CONFIRM"
+    assert parked.finished_reason is None
+    assert setup.agent.model is setup.default  # restored while parked
+    reply_id = setup.agent.state.reply_id
+    assert setup.stored() == {reply_id: "smart"}
+
+    # A new agent from the JSON state resumes with the stored choice, without routing again.
+    restored = loads(dumps(setup.agent.state), AgentState)
+    agent = setup.make_agent(state=restored, toolkit=asking_toolkit())
+    assert setup.stored(agent) == {reply_id: "smart"}
+    resumed = Recorder()
+    msg = await agent.reply(confirm(tool_calls(agent)["d1"]), on_event=resumed)
+    assert "REPLY_START" not in resumed.types
+    assert msg.get_text_content() == "deployed!"
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert len(classifier.calls) == 1
+    assert len(setup.smart.requests) == 2
+    assert setup.default.requests == []
+    assert agent.model is setup.default
+
+
+async def test_resume_with_a_stored_name_that_is_no_candidate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    call = ToolCallBlock(id="d1", name="deploy", input='{"target": "prod"}')
+    setup = Setup(
+        FakeClassifier(ChoiceAnswer(choice="smart", confidence=1.0)),
+        smart=[ChatResponse(content=[call])],
+        default=[text("default continues")],
+        toolkit=asking_toolkit(),
+    )
+    await setup.agent.reply(user("deploy"))
+    setup.agent.state.middle_context[KEY] = {setup.agent.state.reply_id: "retired-model"}
+    with caplog.at_level(logging.WARNING, logger="trioagent.middleware"):
+        msg = await setup.agent.reply(confirm(tool_calls(setup.agent)["d1"]))
+    assert msg.get_text_content() == "default continues"
+    assert "'retired-model' is not a candidate" in caplog.text
+
+
+# -- the agent's model is restored after an interruption or an error ------------------------------
+
+
+async def test_model_restored_after_an_interruption(autojump_clock: trio.testing.MockClock) -> None:
+    setup = Setup(FakeClassifier(ChoiceAnswer(choice="smart", confidence=1.0)))
+    setup.smart.chunk_delay = 1.0
+    setup.smart.add_steps(text_chunks("a", "b", "c", "d"))
+    seen_during: list[Any] = []
+    rec = Recorder()
+
+    async def interrupt_later() -> None:
+        await trio.sleep(2.5)
+        seen_during.append(setup.agent.model)
+        setup.agent.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_later)
+        msg = await setup.agent.reply(user("go"), on_event=rec)
+    assert seen_during == [setup.smart]
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    assert [str(e.finished_reason) for e in rec.ends] == ["interrupted"]
+    assert setup.agent.model is setup.default
+
+
+async def test_model_restored_after_an_outer_cancellation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    setup = Setup(FakeClassifier(ChoiceAnswer(choice="fast", confidence=1.0)))
+    setup.fast.chunk_delay = 1.0
+    setup.fast.add_steps(text_chunks("a", "b", "c"))
+    rec = Recorder()
+    with trio.move_on_after(1.5) as scope:
+        await setup.agent.reply(user("go"), on_event=rec)
+    assert scope.cancelled_caught
+    assert rec.types[-1] == "REPLY_END"
+    assert setup.agent.model is setup.default
+
+
+async def test_model_restored_after_an_error() -> None:
+    setup = Setup(
+        FakeClassifier(ChoiceAnswer(choice="fast", confidence=1.0)),
+        fast=[ValueError("fast model broke")],
+    )
+    rec = Recorder()
+    with pytest.raises(ValueError, match="fast model broke"):
+        await setup.agent.reply(user("go"), on_event=rec)
+    assert [str(e.finished_reason) for e in rec.ends] == ["error"]
+    assert setup.agent.model is setup.default
+
+
+async def test_interrupt_while_routing_ends_the_started_reply(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    router = ScriptedModel([pick("smart")], model="router", chunk_delay=60.0)
+    setup = Setup(router)
+    rec = Recorder()
+
+    async def interrupt_later() -> None:
+        await trio.sleep(1)
+        setup.agent.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_later)
+        msg = await setup.agent.reply(user("go"), on_event=rec)
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    assert rec.types == ["REPLY_START", "REPLY_END"]
+    assert setup.agent.model is setup.default
+    assert setup.smart.requests == []
+
+
+# -- end to end with the OpenAI classifier over HTTP ---------------------------------------------------
+
+
+async def test_openai_classifier_routes_over_http(nursery: trio.Nursery) -> None:
+    server: OpenAICompatibleServer = await nursery.start(
+        partial(serve_openai_compatible, [], api_key="sk-route-1234")
+    )
+    seen: list[RecordedRequest] = []
+
+    def decide(request: RecordedRequest) -> ScriptedResponse:
+        seen.append(request)
+        return ScriptedResponse.json(
+            {
+                "answers": [
+                    {
+                        "type": "choice",
+                        "name": "chat_model",
+                        "probabilities": [
+                            {"value": "fast", "probability": 0.15},
+                            {"value": "smart", "probability": 0.85},
+                        ],
+                    }
+                ]
+            }
+        )
+
+    server.add_route("POST", "/v1/decisions", decide)
+    async with OpenAIClassifierModel(credential=server.credential()) as classifier:
+        setup = Setup(classifier, smart=[text("integral solved")])
+        msg = await setup.agent.reply(user("integrate x^2"))
+    assert msg.get_text_content() == "integral solved"
+    assert seen[0].body["input"] == "integrate x^2"
+    assert seen[0].body["questions"][0]["name"] == "chat_model"
+    assert setup.stored() == {setup.agent.state.reply_id: "smart"}

@@ -1,0 +1,127 @@
+"""``ClassifierModelBase``: a model that answers typed questions with probabilities."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
+
+import httpx
+
+from ..exception import ModelError
+from ..message import DataBlock, TextBlock
+from ..types import ErrorType
+from ._types import ClassifierResponse, Question
+
+if TYPE_CHECKING:
+    from ..credential import CredentialBase
+
+__all__ = ["ClassifierInput", "ClassifierModelBase", "ClassifierResponseError"]
+
+#: What a classifier classifies: a text, a JSON object, or text and image blocks.
+ClassifierInput: TypeAlias = str | Mapping[str, Any] | Sequence[TextBlock | DataBlock]
+
+
+class ClassifierResponseError(ModelError):
+    """The classifier answered, but not with a usable answer (not JSON, an unknown answer
+    type, a question left unanswered, a choice that was not offered, ...)."""
+
+    error_type = ErrorType.UPSTREAM
+
+
+class ClassifierModelBase:
+    """Base class of classifier models.
+
+    Args:
+        model: the provider's model name.
+        credential: API key and base URL.
+        parameters: extra request keys sent with every call.
+        http_client: an ``httpx.AsyncClient`` to use (never closed by the model); without one
+            the model creates its own on first use and :meth:`aclose` (or ``async with``)
+            closes it.
+        timeout: total deadline of one call in seconds (``None``: none).
+        read_timeout / connect_timeout: httpx timeouts of a client the model creates.
+
+    Call it with the state and the questions, keyed by name::
+
+        response = await classifier(
+            "I need a proof of Fermat's little theorem",
+            {"route": ChoiceQuestion(criteria={"fast": "small talk", "strong": "math"})},
+        )
+        response.content["route"]  # ChoiceAnswer(choice="strong", confidence=0.93, ...)
+    """
+
+    type: ClassVar[str] = "classifier"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        credential: CredentialBase | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | None = 30.0,
+        read_timeout: float | None = 30.0,
+        connect_timeout: float | None = 10.0,
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be > 0 or None")
+        self.model = model
+        self.credential = credential
+        self.parameters: dict[str, Any] = dict(parameters or {})
+        self.timeout = timeout
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self._http_client = http_client
+        self._owns_client = http_client is None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The model's ``httpx.AsyncClient`` (created on first use when none was injected)."""
+        if self._http_client is None:
+            self._http_client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.connect_timeout,
+                    read=self.read_timeout,
+                    write=self.read_timeout,
+                    pool=self.connect_timeout,
+                )
+            )
+        return self._http_client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if the model created it (an injected one is left open)."""
+        client = self._http_client
+        if client is not None and self._owns_client:
+            self._http_client = None
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: builtins.type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _redact(self, text: str) -> str:
+        return self.credential.redact(text) if self.credential is not None else text
+
+    async def __call__(
+        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: Any
+    ) -> ClassifierResponse:
+        """Answer every question about ``state``; ``content`` is keyed by question name.
+
+        Raises:
+            ValueError: no questions, or a state the provider cannot take.
+            ClassifierResponseError: the provider's answer is unusable.
+            ModelError: the provider call failed (HTTP status, connection, timeout).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement __call__")

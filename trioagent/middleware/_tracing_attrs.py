@@ -1,0 +1,355 @@
+"""Span attributes for :class:`~trioagent.middleware.TracingMiddleware` (pure functions).
+
+Converts messages, model requests and responses, tool calls and results into the attribute
+values of the OpenTelemetry GenAI semantic conventions, following the reference
+(tools_middleware.md §8.2.1, §8.2.2), and scrubs credentials out of every string it records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import enum
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..message import (
+    Base64Source,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..model._response import ChatResponse
+from ..types import FinishedReason, ToolChoice
+
+__all__ = [
+    "AttributeValue",
+    "Scrubber",
+    "agent_description",
+    "chat_output_messages",
+    "clean_attributes",
+    "finish_reason",
+    "provider_name",
+    "request_attributes",
+    "secrets_of",
+    "server_address",
+    "to_json",
+    "to_otel_message",
+    "tool_definitions",
+]
+
+AttributeValue = str | bool | int | float | Sequence[str]
+
+# -- credentials -----------------------------------------------------------------------------------
+
+_REDACTED = "***"
+# Applied to exception texts only (messages and stack traces): they may quote a request.
+_ERROR_PATTERNS = (
+    re.compile(r"(?i)(\bbearer\s+)[^\s\"',;]+"),
+    re.compile(
+        r"(?i)([\"']?\b(?:x-api-key|api[_-]?key|authorization|access[_-]?token|x-goog-api-key)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
+    ),
+    re.compile(r"(?i)([?&](?:key|api[_-]?key|access_token|token)=)[^&\s\"']+"),
+)
+
+
+class Scrubber:
+    """Replaces known secrets (API keys, URL passwords) in recorded strings with ``***``."""
+
+    __slots__ = ("secrets",)
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so that a secret containing another one is replaced whole.
+        self.secrets = tuple(sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, _REDACTED)
+        return text
+
+    def error_text(self, text: str) -> str:
+        """``text`` scrubbed of known secrets and of anything that looks like a credential."""
+        text = self(text)
+        for pattern in _ERROR_PATTERNS:
+            text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
+        return text
+
+
+def secrets_of(models: Iterable[Any]) -> list[str]:
+    """Every secret the models' credentials may send: API keys and base-URL passwords."""
+    found: list[str] = []
+    for model in models:
+        credential = getattr(model, "credential", None)
+        if credential is None:
+            continue
+        get = getattr(credential, "secrets", None)
+        if callable(get):
+            with contextlib.suppress(Exception):  # a broken credential must not break tracing
+                found.extend(str(s) for s in get() if s)
+        elif isinstance(getattr(credential, "api_key", None), str):
+            found.append(credential.api_key)
+        base_url = getattr(credential, "base_url", None)
+        if isinstance(base_url, str) and "@" in base_url:
+            parsed = urllib.parse.urlsplit(base_url)
+            found.extend(p for p in (parsed.password, parsed.username) if p)
+    return found
+
+
+def clean_attributes(attributes: Mapping[str, Any], scrub: Scrubber) -> dict[str, AttributeValue]:
+    """Drop ``None`` values and scrub every string (also inside string sequences)."""
+    cleaned: dict[str, AttributeValue] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            cleaned[key] = scrub(value)
+        elif isinstance(value, bool | int | float):
+            cleaned[key] = value
+        elif isinstance(value, list | tuple):
+            cleaned[key] = [scrub(str(v)) for v in value]
+        else:
+            cleaned[key] = scrub(str(value))
+    return cleaned
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if attrs.has(type(value)):
+        from ..serialization import unstructure
+
+        return unstructure(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return repr(value)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, converting what JSON cannot hold."""
+    return json.dumps(value, ensure_ascii=False, default=_default)
+
+
+# -- messages ----------------------------------------------------------------------------------------
+
+
+def _modality(media_type: str) -> str:
+    prefix = media_type.split("/", 1)[0]
+    return prefix if prefix in ("image", "audio", "video") else "unknown"
+
+
+def _data_part(block: DataBlock) -> dict[str, Any]:
+    source = block.source
+    if isinstance(source, Base64Source):
+        return {
+            "type": "blob",
+            "content": source.data,
+            "media_type": source.media_type,
+            "modality": _modality(source.media_type),
+        }
+    return {"type": "uri", "uri": source.url, "modality": _modality(source.media_type)}
+
+
+def _parts(blocks: Iterable[Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append({"type": "text", "content": block.text})
+        elif isinstance(block, ThinkingBlock):
+            parts.append({"type": "reasoning", "content": block.thinking})
+        elif isinstance(block, ToolCallBlock):
+            try:
+                arguments: Any = json.loads(block.input) if block.input.strip() else {}
+            except ValueError:
+                arguments = block.input
+            parts.append(
+                {"type": "tool_call", "id": block.id, "name": block.name, "arguments": arguments}
+            )
+        elif isinstance(block, ToolResultBlock):
+            output = block.output
+            response: Any = output if isinstance(output, str) else _parts(output)
+            parts.append({"type": "tool_call_response", "id": block.id, "response": response})
+        elif isinstance(block, DataBlock):
+            parts.append(_data_part(block))
+        # Hint blocks (and anything unknown) are instructions to the model, not conversation.
+    return parts
+
+
+def to_otel_message(msg: Msg) -> dict[str, Any]:
+    """A message in the GenAI "input/output messages" shape."""
+    return {
+        "role": msg.role,
+        "parts": _parts(msg.content),
+        "name": msg.name,
+        "finish_reason": "stop",
+    }
+
+
+def finish_reason(response: Any) -> str:
+    """``"interrupted"``, ``"stop"``, or ``"unknown"`` for something that is no ChatResponse."""
+    if not isinstance(response, ChatResponse):
+        return "unknown"
+    if response.finished_reason == FinishedReason.INTERRUPTED:
+        return "interrupted"
+    return "stop"
+
+
+def chat_output_messages(response: ChatResponse) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "assistant",
+            "parts": _parts(response.content),
+            "finish_reason": finish_reason(response),
+        }
+    ]
+
+
+# -- model requests ------------------------------------------------------------------------------------
+
+_PROVIDERS = {
+    "dashscope": "dashscope",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "ollama": "ollama",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "moonshot": "moonshot",
+    "minimax": "minimax",
+    "volcengine": "volcengine",
+}
+_OPENAI_HOSTS = (
+    ("api.openai.com", "openai"),
+    ("dashscope", "dashscope"),
+    ("deepseek", "deepseek"),
+    ("moonshot", "moonshot"),
+    ("volces.com", "volcengine"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("amazonaws.com", "aws.bedrock"),
+    ("api.x.ai", "x_ai"),
+)
+
+
+def _base_url(model: Any) -> str | None:
+    credential = getattr(model, "credential", None)
+    if credential is None:
+        return None
+    try:
+        url = credential.get_base_url()
+    except Exception:
+        url = getattr(credential, "base_url", None)
+    return url if isinstance(url, str) else None
+
+
+def provider_name(model: Any) -> str:
+    """``gen_ai.provider.name``: from the class name; for OpenAI-compatible models, the host."""
+    name = type(model).__name__
+    for suffix in ("ChatModel", "MultiAgentModel", "ResponseModel"):
+        name = name.removesuffix(suffix)
+    provider = _PROVIDERS.get(name.lower(), "unknown")
+    if provider == "openai":
+        url = _base_url(model) or ""
+        return next((p for fragment, p in _OPENAI_HOSTS if fragment in url), "openai")
+    return provider
+
+
+def server_address(model: Any) -> tuple[str | None, int | None]:
+    """The host and port of the model's API (never the userinfo part of the URL)."""
+    url = _base_url(model)
+    if not url:
+        return None, None
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        return parsed.hostname, parsed.port
+    except ValueError:
+        return None, None
+
+
+_REQUEST_KEYS = (
+    ("temperature", ("temperature",)),
+    ("top_p", ("top_p", "p")),
+    ("top_k", ("top_k",)),
+    ("max_tokens", ("max_tokens", "max_output_tokens")),
+    ("presence_penalty", ("presence_penalty",)),
+    ("frequency_penalty", ("frequency_penalty",)),
+    ("stop_sequences", ("stop_sequences", "stop")),
+    ("seed", ("seed",)),
+)
+
+
+def _generation_parameters(model: Any, input_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    generate_kwargs = getattr(model, "generate_kwargs", None)
+    if isinstance(generate_kwargs, Mapping):
+        merged.update(generate_kwargs)
+    parameters = getattr(model, "parameters", None)
+    if parameters is not None and attrs.has(type(parameters)):
+        merged.update(attrs.asdict(parameters, recurse=False))
+    merged.update(input_kwargs)
+    return merged
+
+
+def request_attributes(model: Any, input_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``gen_ai.request.*`` from the model's generation parameters and the call's kwargs."""
+    params = _generation_parameters(model, input_kwargs)
+    out: dict[str, Any] = {}
+    for attribute, keys in _REQUEST_KEYS:
+        value = next((params[k] for k in keys if params.get(k) is not None), None)
+        if value is None:
+            continue
+        if attribute == "stop_sequences":
+            value = [value] if isinstance(value, str) else [str(v) for v in value]
+        elif not isinstance(value, bool | int | float):
+            continue
+        out[f"gen_ai.request.{attribute}"] = value
+    return out
+
+
+def tool_definitions(tools: Any, tool_choice: Any) -> str | None:
+    """``gen_ai.tool.definitions`` (JSON), or ``None`` when no tools may be called."""
+    if not tools or (isinstance(tool_choice, ToolChoice) and tool_choice.mode == "none"):
+        return None
+    definitions: list[dict[str, Any]] = []
+    for schema in tools:
+        function = schema.get("function") if isinstance(schema, Mapping) else None
+        if not isinstance(function, Mapping):
+            continue
+        entry = {
+            "type": schema.get("type", "function"),
+            "name": function.get("name"),
+            "description": function.get("description"),
+            "parameters": function.get("parameters"),
+        }
+        definitions.append({k: v for k, v in entry.items() if v is not None})
+    return to_json(definitions) if definitions else None
+
+
+def agent_description(agent: Any) -> str:
+    """The first paragraph of the agent class's docstring."""
+    doc = type(agent).__doc__
+    if not doc or not doc.strip():
+        return "No description available"
+    return " ".join(doc.strip().split("\n\n", 1)[0].split())

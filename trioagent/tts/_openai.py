@@ -1,0 +1,203 @@
+"""OpenAI speech synthesis over httpx: ``POST {base_url}/audio/speech``.
+
+The body is ``{"model", "input", "voice", "response_format"[, "speed"][, "instructions"]}``
+and the answer is the audio itself.  With ``stream=True`` the body is read chunk by chunk as
+it arrives (each chunk is emitted at once); otherwise it is read whole and emitted once.  A
+cancelled synthesis closes its connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import httpx
+import trio
+
+from ..credential import OpenAICredential
+from ..exception import ModelTimeoutError
+from ..model._http import CLOSE_GRACE, aclose_response, error_from_transport, send_request
+from ._base import TTSEmit, TTSModelBase, TTSResponse
+
+__all__ = ["OpenAITTSModel"]
+
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+#: The media type of each ``response_format`` (``pcm`` is raw 16-bit mono at 24 kHz).
+MEDIA_TYPES: dict[str, str] = {
+    "mp3": "audio/mpeg",
+    "opus": "audio/ogg",
+    "aac": "audio/aac",
+    "flac": "audio/flac",
+    "wav": "audio/wav",
+    "pcm": "audio/pcm;rate=24000",
+}
+
+
+class OpenAITTSModel(TTSModelBase):
+    """OpenAI text to speech (and OpenAI-compatible servers), standard mode.
+
+    Args:
+        model: ``"gpt-4o-mini-tts"``, ``"tts-1"``, ``"tts-1-hd"``, ...
+        credential: key and base URL (default ``OpenAICredential()``, which reads
+            ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``).
+        voice: the voice (``"alloy"``, ``"coral"``, ...).
+        response_format: the audio format; ``"wav"`` by default (playable as it streams,
+            like the local :class:`~trioagent.tts.EspeakTTSModel`).
+        speed: 0.25 to 4.0 (``None``: the provider's default).
+        instructions: how to speak (``gpt-4o-mini-tts`` only).
+        extra_body: extra request keys.
+        stream: emit the body chunk by chunk as it arrives.
+        http_client: an ``httpx.AsyncClient`` (never closed by the model); without one the
+            model creates its own, closed by :meth:`aclose` / ``async with``.
+        timeout: total deadline of one synthesis in seconds (``None``: none); httpx's
+            ``read_timeout`` applies per read.
+    """
+
+    type: ClassVar[str] = "openai_tts"
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini-tts",
+        *,
+        credential: OpenAICredential | None = None,
+        voice: str = "alloy",
+        response_format: ResponseFormat = "wav",
+        speed: float | None = None,
+        instructions: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        stream: bool = True,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | None = None,
+        read_timeout: float | None = 60.0,
+        connect_timeout: float | None = 10.0,
+    ) -> None:
+        super().__init__(model, stream=stream)
+        if response_format not in MEDIA_TYPES:
+            raise ValueError(
+                f"response_format must be one of {sorted(MEDIA_TYPES)}, got {response_format!r}"
+            )
+        if speed is not None and not 0.25 <= speed <= 4.0:
+            raise ValueError(f"speed must be in [0.25, 4.0], got {speed}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be > 0 or None")
+        self.credential = credential or OpenAICredential()
+        self.voice = voice
+        self.response_format: ResponseFormat = response_format
+        self.speed = speed
+        self.instructions = instructions
+        self.extra_body = dict(extra_body or {})
+        self.timeout = timeout
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self._http_client = http_client
+        self._owns_client = http_client is None
+
+    @property
+    def media_type(self) -> str:
+        """The media type of the audio this model produces."""
+        return MEDIA_TYPES[self.response_format]
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The model's ``httpx.AsyncClient`` (created on first use when none was injected)."""
+        if self._http_client is None:
+            self._http_client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.connect_timeout,
+                    read=self.read_timeout,
+                    write=self.read_timeout,
+                    pool=self.connect_timeout,
+                )
+            )
+        return self._http_client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if the model created it (an injected one is left open)."""
+        client = self._http_client
+        if client is not None and self._owns_client:
+            self._http_client = None
+            await client.aclose()
+
+    def build_body(self, text: str) -> dict[str, Any]:
+        """The request body for ``text``."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": text,
+            "voice": self.voice,
+            "response_format": self.response_format,
+        }
+        if self.speed is not None:
+            body["speed"] = self.speed
+        if self.instructions:
+            body["instructions"] = self.instructions
+        body.update(self.extra_body)
+        return body
+
+    async def _synthesize(self, text: str, emit: TTSEmit) -> None:
+        deadline = self.timeout if self.timeout is not None else float("inf")
+        with trio.move_on_after(deadline) as scope:
+            await self._request(text, emit)
+        if scope.cancelled_caught:
+            raise ModelTimeoutError(
+                f"the speech synthesis of {self.model!r} passed its {self.timeout}s deadline"
+            )
+
+    async def _request(self, text: str, emit: TTSEmit) -> None:
+        request = self.http_client.build_request(
+            "POST",
+            f"{self.credential.get_base_url()}/audio/speech",
+            json=self.build_body(text),
+            headers={"Authorization": f"Bearer {self.credential.get_api_key()}"},
+        )
+        redact = self.credential.redact
+        response = await send_request(self.http_client, request, stream=True, redact=redact)
+        media_type = self.media_type
+
+        async def handle(piece: bytes) -> None:
+            if piece:
+                await emit(TTSResponse.from_audio(piece, media_type))
+
+        try:
+            if self.stream:
+                await read_body(response, handle)
+            else:
+                try:
+                    body = await response.aread()
+                except httpx.TransportError as exc:
+                    raise error_from_transport(exc, phase="body") from exc
+                await handle(body)
+        finally:
+            await aclose_response(response)
+
+
+async def read_body(response: httpx.Response, handle: Callable[[bytes], Awaitable[None]]) -> None:
+    """Feed the body's pieces to ``handle`` as they arrive.
+
+    A connection cut mid-body raises :class:`~trioagent.exception.ModelStreamError`; if
+    ``handle`` raises (or the call is cancelled) the response is closed and its iterators
+    finished, in this task, before the exception propagates.
+    """
+    # httpx types aiter_bytes() as an AsyncIterator; it is an async generator.
+    pieces = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    async with contextlib.aclosing(pieces):
+        try:
+            async for piece in pieces:
+                await handle(piece)
+        except httpx.TransportError as exc:
+            raise error_from_transport(exc, phase="body") from exc
+        except BaseException:
+            await _discard_rest(response, pieces)
+            raise
+
+
+async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[bytes, None]) -> None:
+    """Close the response, then run its iterator to the end (so httpx's nested async
+    generators finish here, in the task that owns the call, not in the garbage collector)."""
+    # Shielded: also runs when the call is being cancelled; deadline: CLOSE_GRACE seconds.
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
+        await response.aclose()
+        with contextlib.suppress(Exception):
+            async for _ in pieces:
+                pass
