@@ -451,3 +451,21 @@ async def test_cancel_sweep_tts_and_router(
     assert len(data_events(baseline.events)) >= 3  # the baseline really spoke
     assert report.points > 20
     assert report.outcomes["interrupted"] > 0
+
+
+async def test_an_outer_layer_failing_on_audio_is_not_a_speech_failure() -> None:
+    class Picky(MiddlewareBase):
+        async def on_reply(self, agent, input_kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
+            async def sink(item: Any) -> None:
+                if isinstance(item, DataBlockDeltaEvent):
+                    raise ValueError("no audio here")
+                await emit(item)
+
+            await next_handler(sink)
+
+    agent, _ = make_agent([text_chunks("hi")], middlewares=[Picky(), TTSMiddleware(FakeTTS())])
+    rec = Recorder()
+    with pytest.raises(ValueError, match="no audio here"):
+        await agent.reply(user(), on_event=rec)
+    assert not any(isinstance(e, CustomEvent) for e in rec.events)
+    assert_closed_before_the_end(rec.events)

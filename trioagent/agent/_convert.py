@@ -45,10 +45,19 @@ class ChunkConverter:
         """Events for one delta chunk, in the order thinking, text, tool calls, data."""
         reply_id = self._reply_id
         events: list[AgentEvent] = []
-        thinking = [b.thinking for b in chunk.content if isinstance(b, ThinkingBlock)]
-        texts = [b.text for b in chunk.content if isinstance(b, TextBlock)]
-        calls = [b for b in chunk.content if isinstance(b, ToolCallBlock)]
-        data = [b for b in chunk.content if isinstance(b, DataBlock)]
+        thinking: list[str] = []
+        texts: list[str] = []
+        calls: list[ToolCallBlock] = []
+        data: list[DataBlock] = []
+        for block in chunk.content:  # one pass: this runs once per streamed token
+            if isinstance(block, TextBlock):
+                texts.append(block.text)
+            elif isinstance(block, ThinkingBlock):
+                thinking.append(block.thinking)
+            elif isinstance(block, ToolCallBlock):
+                calls.append(block)
+            elif isinstance(block, DataBlock):
+                data.append(block)
 
         if thinking:
             if self._thinking_id is None:
@@ -76,6 +85,8 @@ class ChunkConverter:
             events.append(TextBlockEndEvent(reply_id=reply_id, block_id=self._text_id))
             self._text_id = None
 
+        if not calls and not self._tool_ids and not data:
+            return events
         present: set[str] = set()
         for call in calls:
             present.add(call.id)

@@ -19,6 +19,8 @@ __all__ = ["ReplyStream"]
 
 #: Events buffered between the reply task and the consumer before the reply waits.
 BUFFER = 256
+#: Iteration passes a checkpoint at least this often when events are already buffered.
+CHECKPOINT_EVERY = 32
 
 
 class ReplyStream:
@@ -37,6 +39,7 @@ class ReplyStream:
         self._stack = contextlib.AsyncExitStack()
         self._recv: trio.MemoryReceiveChannel[AgentEvent] | None = None
         self._done = False
+        self._taken = 0
         self._nursery: trio.Nursery | None = None
         self.msg: Msg | None = None
         """The final Msg (``None`` until the reply produced it)."""
@@ -85,6 +88,17 @@ class ReplyStream:
 
     async def __anext__(self) -> AgentEvent:
         assert self._recv is not None, "use `async with agent.stream(...) as reply`"
+        # Take buffered events without a scheduling round each, but still pass a checkpoint
+        # every CHECKPOINT_EVERY events so the consumer stays cancellable and fair.
+        self._taken += 1
+        if self._taken % CHECKPOINT_EVERY:
+            try:
+                return self._recv.receive_nowait()
+            except trio.WouldBlock:
+                pass
+            except trio.EndOfChannel:
+                await trio.lowlevel.checkpoint()
+                raise StopAsyncIteration from None
         try:
             return await self._recv.receive()
         except trio.EndOfChannel:

@@ -55,6 +55,7 @@ from ..event import (
 from ..message import Msg, ToolCallBlock, ToolResultBlock
 from ..model._base import ChatModelBase
 from ..model._response import ChatResponse
+from ..serialization import unstructure
 from ..tool import ToolResponse
 from ..types import FinishedReason, ReplyFinishedReason
 from . import _tracing_attrs as conv
@@ -210,8 +211,13 @@ class _Trace:
     span: Span
     scrub: conv.Scrubber
 
-    def set(self, **attributes: Any) -> None:
-        self.span.set_attributes(conv.clean_attributes(_dotted(attributes), self.scrub))
+    def start(self, tracer: Tracer, name: str, attributes: dict[str, Any]) -> Span:
+        """Start the span (parent: the current context) with all its start attributes."""
+        return tracer.start_span(name, attributes=conv.clean_attributes(attributes, self.scrub))
+
+    def set(self, attributes: dict[str, Any]) -> None:
+        """Set attributes in one call (``None`` values are skipped, strings scrubbed)."""
+        self.span.set_attributes(conv.clean_attributes(attributes, self.scrub))
 
     def record_error(self, exc: BaseException) -> None:
         message = self.scrub.error_text(str(exc))
@@ -227,6 +233,7 @@ class _Trace:
         )
 
     async def run(self, next_handler: NextHandler) -> None:
+        """Run the inner layers with the span current in this task; always end the span."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
         error: BaseException | None = None
         try:
@@ -252,11 +259,6 @@ class _Trace:
     def end(self) -> None:
         if self.span.is_recording():
             self.span.end()
-
-
-def _dotted(attributes: dict[str, Any]) -> dict[str, Any]:
-    """Keyword names use ``__`` for ``.`` (``gen_ai__tool__name`` → ``gen_ai.tool.name``)."""
-    return {k.replace("__", "."): v for k, v in attributes.items()}
 
 
 # -- reply --------------------------------------------------------------------------------------------
@@ -299,24 +301,29 @@ class _ReplyTrace(_Trace):
 
         inputs = input_kwargs.get("inputs")
         name = str(getattr(agent, "name", type(agent).__name__))
-        self.span = tracer.start_span(f"invoke_agent {name}")
-        self.set(
-            gen_ai__operation__name="invoke_agent",
-            gen_ai__agent__name=name,
-            gen_ai__agent__description=conv.agent_description(agent),
-            gen_ai__conversation__id=_conversation_id(agent),
-        )
+        messages: list[Msg] | None = None
         if isinstance(inputs, Msg):
-            self.set(gen_ai__input__messages=conv.to_json([conv.to_otel_message(inputs)]))
+            messages = [inputs]
         elif isinstance(inputs, list | tuple) and all(isinstance(m, Msg) for m in inputs):
-            self.set(
-                gen_ai__input__messages=conv.to_json([conv.to_otel_message(m) for m in inputs])
-            )
-        incoming = _INCOMING.get(type(inputs))
-        if incoming is not None:
-            self.set(agentscope__agent__incoming_event_type=incoming)
+            messages = list(inputs)
         if isinstance(inputs, ExternalExecutionResultEvent):
             self.pending_external = {r.id: r for r in inputs.execution_results}
+        self.span = self.start(
+            tracer,
+            f"invoke_agent {name}",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": name,
+                "gen_ai.agent.description": conv.agent_description(agent),
+                "gen_ai.conversation.id": _conversation_id(agent),
+                "gen_ai.input.messages": (
+                    conv.to_json([conv.to_otel_message(m) for m in messages])
+                    if messages is not None
+                    else None
+                ),
+                "agentscope.agent.incoming_event_type": _INCOMING.get(type(inputs)),
+            },
+        )
 
     async def sink(self, item: Any) -> None:
         if type(item) in _REPLY_WATCHED:
@@ -351,54 +358,57 @@ class _ReplyTrace(_Trace):
             )
 
     def compensation_span(self, result: ToolResultBlock) -> None:
-        """A span for a tool the caller executed: it never ran through ``on_acting``."""
+        """A span for a tool the caller executed (it never ran through ``on_acting``),
+        stamped from the moment the result event was received."""
         span = self.tracer.start_span(
             f"execute_tool {result.name}",
             context=trace.set_span_in_context(self.span),
             start_time=self.received_ns,
+            attributes=conv.clean_attributes(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.call.id": result.id,
+                    "gen_ai.tool.name": result.name,
+                    "gen_ai.conversation.id": _conversation_id(self.agent),
+                    "agentscope.agent.is_external_execution": True,
+                    "gen_ai.tool.call.result": conv.to_json(result.output),
+                    "trioagent.tool.result_state": str(result.state),
+                },
+                self.scrub,
+            ),
         )
-        try:
-            output = conv.to_json(result.output)
-            span.set_attributes(
-                conv.clean_attributes(
-                    {
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.call.id": result.id,
-                        "gen_ai.tool.name": result.name,
-                        "gen_ai.conversation.id": _conversation_id(self.agent),
-                        "agentscope.agent.is_external_execution": True,
-                        "gen_ai.tool.call.result": output,
-                        "trioagent.tool.result_state": str(result.state),
-                    },
-                    self.scrub,
-                )
-            )
-        finally:
-            span.end()
+        span.end()
 
     def finish(self, error: BaseException | None) -> None:
         state = getattr(self.agent, "state", None)
-        reply_id = self.reply_id or getattr(state, "reply_id", None) or None
         end = self.end_event
-        self.set(
-            agentscope__agent__reply_id=reply_id,
-            agentscope__agent__hitl_pending_tools=conv.to_json(self.hitl) if self.hitl else None,
-            agentscope__agent__external_execution_pending_tools=(
-                conv.to_json(self.external) if self.external else None
-            ),
-            gen_ai__usage__input_tokens=self.input_tokens,
-            gen_ai__usage__output_tokens=self.output_tokens,
-        )
-        if self.final_msg is not None:
-            self.set(gen_ai__output__messages=conv.to_json([conv.to_otel_message(self.final_msg)]))
         cancelled = error is not None and _is_cancellation(error)
         reason: str | None = str(end.finished_reason) if end is not None else None
         if reason is None and cancelled:
             reason = str(ReplyFinishedReason.INTERRUPTED)
-        if reason is not None:
-            self.set(trioagent__reply__finished_reason=reason)
-        elif error is None and (self.hitl or self.external):
-            self.set(trioagent__reply__parked=True)
+        parked = reason is None and error is None and bool(self.hitl or self.external)
+        self.set(
+            {
+                "agentscope.agent.reply_id": self.reply_id
+                or getattr(state, "reply_id", None)
+                or None,
+                "agentscope.agent.hitl_pending_tools": (
+                    conv.to_json(self.hitl) if self.hitl else None
+                ),
+                "agentscope.agent.external_execution_pending_tools": (
+                    conv.to_json(self.external) if self.external else None
+                ),
+                "gen_ai.usage.input_tokens": self.input_tokens,
+                "gen_ai.usage.output_tokens": self.output_tokens,
+                "gen_ai.output.messages": (
+                    conv.to_json([conv.to_otel_message(self.final_msg)])
+                    if self.final_msg is not None
+                    else None
+                ),
+                "trioagent.reply.finished_reason": reason,
+                "trioagent.reply.parked": True if parked else None,
+            }
+        )
         if error is not None and not cancelled:
             self.record_error(error)
         elif end is not None and end.finished_reason == ReplyFinishedReason.ERROR:
@@ -425,27 +435,28 @@ class _ModelCallTrace(_Trace):
         self.emit = emit
         self.finalized = False
         self.scrub = conv.Scrubber(conv.secrets_of([model, *_agent_models(agent)]))
-        self.span = tracer.start_span(f"chat {model.model}")
         provider = conv.provider_name(model)
         host, port = conv.server_address(model)
         messages = input_kwargs.get("messages") or []
-        self.set(
-            gen_ai__operation__name="chat",
-            gen_ai__provider__name=provider,
-            gen_ai__system=provider,
-            gen_ai__request__model=model.model,
-            gen_ai__conversation__id=_conversation_id(agent),
-            server__address=host,
-            server__port=port,
-            gen_ai__tool__definitions=conv.tool_definitions(
-                input_kwargs.get("tools"), input_kwargs.get("tool_choice")
-            ),
-            gen_ai__input__messages=conv.to_json(
-                [conv.to_otel_message(m) for m in messages if isinstance(m, Msg)]
-            ),
-        )
-        self.span.set_attributes(
-            conv.clean_attributes(conv.request_attributes(model, input_kwargs), self.scrub)
+        self.span = self.start(
+            tracer,
+            f"chat {model.model}",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.system": provider,
+                "gen_ai.request.model": model.model,
+                "gen_ai.conversation.id": _conversation_id(agent),
+                "server.address": host,
+                "server.port": port,
+                **conv.request_attributes(model, input_kwargs),
+                "gen_ai.tool.definitions": conv.tool_definitions(
+                    input_kwargs.get("tools"), input_kwargs.get("tool_choice")
+                ),
+                "gen_ai.input.messages": conv.to_json(
+                    [conv.to_otel_message(m) for m in messages if isinstance(m, Msg)]
+                ),
+            },
         )
 
     async def sink(self, item: Any) -> None:
@@ -457,28 +468,30 @@ class _ModelCallTrace(_Trace):
         """The ``is_last`` response arrived: record it and end the span now."""
         self.finalized = True
         try:
-            reason = conv.finish_reason(response)
-            self.set(gen_ai__response__finish_reasons=[reason])
+            attributes: dict[str, Any] = {
+                "gen_ai.response.finish_reasons": [conv.finish_reason(response)]
+            }
+            interrupted = False
             if isinstance(response, ChatResponse):
                 usage = response.usage
-                self.set(
-                    gen_ai__response__id=response.id or "unknown_id",
-                    gen_ai__output__messages=conv.to_json(conv.chat_output_messages(response)),
+                interrupted = response.finished_reason == FinishedReason.INTERRUPTED
+                attributes["gen_ai.response.id"] = response.id or "unknown_id"
+                attributes["gen_ai.output.messages"] = conv.to_json(
+                    conv.chat_output_messages(response)
                 )
                 if usage is not None:
-                    self.set(
-                        gen_ai__usage__input_tokens=usage.input_tokens,
-                        gen_ai__usage__output_tokens=usage.output_tokens,
-                        agentscope__usage__cache_input_tokens=usage.cache_input_tokens or None,
-                        agentscope__usage__cache_creation_input_tokens=(
-                            usage.cache_creation_input_tokens or None
-                        ),
+                    attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+                    attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+                    attributes["agentscope.usage.cache_input_tokens"] = (
+                        usage.cache_input_tokens or None
                     )
-                if response.finished_reason == FinishedReason.INTERRUPTED:
-                    self.set(trioagent__interrupted=True)
-                else:
-                    self.span.set_status(Status(StatusCode.OK))
-            else:
+                    attributes["agentscope.usage.cache_creation_input_tokens"] = (
+                        usage.cache_creation_input_tokens or None
+                    )
+                if interrupted:
+                    attributes["trioagent.interrupted"] = True
+            self.set(attributes)
+            if not interrupted:
                 self.span.set_status(Status(StatusCode.OK))
         except Exception:
             logger.exception("TracingMiddleware failed to record a model response")
@@ -493,7 +506,7 @@ class _ModelCallTrace(_Trace):
                 Status(StatusCode.ERROR, "the model call ended without an is_last response")
             )
         elif _is_cancellation(error):
-            self.set(trioagent__interrupted=True)
+            self.span.set_attribute("trioagent.interrupted", True)
         else:
             self.record_error(error)
 
@@ -508,17 +521,20 @@ class _ToolTrace(_Trace):
         self.emit = emit
         self.response: ToolResponse | None = None
         self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
-        self.span = tracer.start_span(f"execute_tool {call.name}")
         toolkit = getattr(agent, "toolkit", None)
         tool = toolkit.get_tool(call.name) if toolkit is not None else None
         description = getattr(tool, "description", None)
-        self.set(
-            gen_ai__operation__name="execute_tool",
-            gen_ai__tool__call__id=call.id,
-            gen_ai__tool__name=call.name,
-            gen_ai__tool__call__arguments=call.input,
-            gen_ai__tool__description=description if isinstance(description, str) else None,
-            gen_ai__conversation__id=_conversation_id(agent),
+        self.span = self.start(
+            tracer,
+            f"execute_tool {call.name}",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.call.id": call.id,
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.arguments": call.input,
+                "gen_ai.tool.description": description if isinstance(description, str) else None,
+                "gen_ai.conversation.id": _conversation_id(agent),
+            },
         )
 
     async def sink(self, item: Any) -> None:
@@ -528,20 +544,23 @@ class _ToolTrace(_Trace):
 
     def finish(self, error: BaseException | None) -> None:
         response = self.response
+        cancelled = error is not None and _is_cancellation(error)
+        interrupted = cancelled or (response is not None and response.state == "interrupted")
         if response is not None:
-            from ..serialization import unstructure
-
             self.set(
-                gen_ai__tool__call__result=conv.to_json(unstructure(response)),
-                trioagent__tool__result_state=str(response.state),
+                {
+                    "gen_ai.tool.call.result": conv.to_json(unstructure(response)),
+                    "trioagent.tool.result_state": str(response.state),
+                    "trioagent.interrupted": True if interrupted else None,
+                }
             )
-        if error is not None and not _is_cancellation(error):
+        elif interrupted:
+            self.span.set_attribute("trioagent.interrupted", True)
+        if error is not None and not cancelled:
             self.record_error(error)
-        elif error is not None or (response is not None and response.state == "interrupted"):
-            self.set(trioagent__interrupted=True)
-        elif response is None:
+        elif response is None and not cancelled:
             self.span.set_status(
                 Status(StatusCode.ERROR, "the tool execution ended without a ToolResponse")
             )
-        else:
+        elif not interrupted:
             self.span.set_status(Status(StatusCode.OK))

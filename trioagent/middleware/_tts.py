@@ -113,6 +113,7 @@ class _Speaker:
         self.block_id: str | None = None
         self.block_media_type = ""
         self.failed = False
+        self.emit_error: BaseException | None = None
 
     async def handle(self, item: Any) -> None:
         if self.failed:
@@ -152,6 +153,8 @@ class _Speaker:
         try:
             await work
         except Exception as exc:  # a speech failure must not fail the reply; Cancelled passes
+            if self.emit_error is not None and _involves(exc, self.emit_error):
+                raise  # an outer layer failed on our audio event: not the speech model's fault
             self.failed = True
             logger.warning(
                 "TTSMiddleware: speech synthesis failed, continuing without audio: %s", exc
@@ -167,6 +170,13 @@ class _Speaker:
 
     async def audio(self, chunk: TTSResponse) -> None:
         """Emit one audio chunk, opening the data block on the first one."""
+        try:
+            await self._audio(chunk)
+        except Exception as exc:
+            self.emit_error = exc
+            raise
+
+    async def _audio(self, chunk: TTSResponse) -> None:
         content = chunk.content
         if content is None or not chunk.has_audio:
             return
@@ -212,3 +222,12 @@ class _Speaker:
             )
         )
         self.block_id = None
+
+
+def _involves(exc: BaseException, target: BaseException) -> bool:
+    """Whether ``exc`` is ``target`` or a group holding it."""
+    if exc is target:
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_involves(e, target) for e in exc.exceptions)
+    return False

@@ -83,6 +83,10 @@ _CALL_KWARGS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
 )
 
 
+#: Chunks the provider's reader may parse ahead of the accumulator (bounded backpressure).
+_STREAM_BUFFER = 64
+
+
 class StructuredModel(Protocol):
     """A pydantic-like class: ``model_json_schema()`` and ``model_validate(obj)``."""
 
@@ -395,7 +399,7 @@ class ChatModelBase:
 
     async def _stream_once(self, call: _Call) -> ChatResponse:
         """One streamed attempt: the provider's reader task feeds the accumulator."""
-        send, receive = trio.open_memory_channel[ChatResponse](0)
+        send, receive = trio.open_memory_channel[ChatResponse](_STREAM_BUFFER)
         outcome = _ReaderOutcome()
         try:
             async with trio.open_nursery() as nursery:
@@ -403,6 +407,14 @@ class ChatModelBase:
                 async with receive:
                     async for chunk in receive:
                         await call.absorb(chunk)
+                        # Take what the reader already parsed without a scheduling round per
+                        # chunk (an SSE read often carries many events).
+                        for _ in range(_STREAM_BUFFER):
+                            try:
+                                chunk = receive.receive_nowait()
+                            except (trio.WouldBlock, trio.EndOfChannel):
+                                break
+                            await call.absorb(chunk)
         except BaseExceptionGroup as group:
             exc = _collapse(group)
             raise exc from exc.__cause__
