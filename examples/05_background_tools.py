@@ -55,8 +55,9 @@ async def run_tests(suite: str) -> str:
     return f"{suite}: 42 passed"
 
 
-def requested_text(server_request_body: dict[str, object]) -> str:
-    return json.dumps(server_request_body.get("messages"))
+def requested_text(body: dict[str, object]) -> str:
+    """The messages of a request the embedded server received, as JSON text."""
+    return json.dumps(body.get("messages"))
 
 
 async def main() -> None:

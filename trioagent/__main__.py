@@ -13,6 +13,7 @@ missing API key, unreachable server), 130 the chat was quit with Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -117,6 +118,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     from ._chat import ChatOptions, ChatSetupError, run_chat
 
+    if not args.verbose:
+        # Retry warnings and the like would garble the conversation; errors still show.
+        logging.getLogger("trioagent").setLevel(logging.ERROR)
     options = ChatOptions(model=args.model, base_url=args.base_url)
     if args.system is not None:
         options.system_prompt = args.system
@@ -179,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI's)",
     )
     chat.add_argument("--system", default=None, help="the system prompt")
+    chat.add_argument(
+        "--verbose", action="store_true", help="show the library's warnings (retries, ...)"
+    )
     chat.set_defaults(func=cmd_chat)
     return parser
 

@@ -256,10 +256,10 @@ class ChatSession:
                     if self._interrupt_requested:
                         self.agent.interrupt()  # idempotent; covers a Ctrl-C before the start
         except (ModelConnectionError, ModelAuthenticationError, ModelCredentialError) as exc:
-            raise ChatSetupError(str(exc).splitlines()[0]) from exc
+            raise ChatSetupError(_first_line(exc)) from exc
         except Exception as exc:
             # The reply ended with its ERROR end event; say so and keep the conversation.
-            self.printer.line(f"[error] {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            self.printer.line(f"[error] {type(exc).__name__}: {_first_line(exc)}")
             return
         finally:
             self._in_reply = False
@@ -288,6 +288,11 @@ class ChatSession:
                 everything.cancel()
                 return
             self.printer.write("\n(Ctrl-C again or Ctrl-D to quit)\n" + PROMPT)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _isatty(stream: TextIO) -> bool:

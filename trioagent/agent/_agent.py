@@ -686,9 +686,14 @@ class Agent:
                 "Model returned an empty streaming response: no is_last=True chunk was "
                 "received. A model or on_model_call middleware must end with a complete response."
             )
-        for event in converter.finish():
-            await emit(event)
-        await self._end_model_call(emit, completed)
+        with trio.CancelScope(shield=True) as finishing:
+            # Shielded so a cancellation landing here cannot split the finished call between
+            # what the consumer saw and what the context holds; bounded by
+            # react_config.interrupt_grace.
+            finishing.deadline = trio.current_time() + self.react_config.interrupt_grace
+            for event in converter.finish():
+                await emit(event)
+            await self._end_model_call(emit, completed)
         content = completed.content
         thinking_only = bool(content) and all(isinstance(b, ThinkingBlock) for b in content)
         if (
@@ -708,8 +713,28 @@ class Agent:
             )
 
     async def _end_model_call(self, emit: Emit, response: ChatResponse) -> None:
-        """Emit MODEL_CALL_END and save the response's blocks (minus audio) to the context."""
+        """Save the response's blocks (minus audio) to the context, then emit MODEL_CALL_END.
+
+        Saving first keeps the context consistent with the streamed deltas even if the end
+        event cannot be delivered.
+        """
         usage = response.usage
+        blocks = [
+            copy.deepcopy(b)
+            for b in response.content
+            if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
+        ]
+        if blocks or usage is not None:
+            msg = self.state.append_context(self.name, blocks)
+            if usage is not None:
+                msg.append_usage(
+                    Usage(
+                        input_tokens=usage.input_tokens,
+                        output_tokens=usage.output_tokens,
+                        cache_input_tokens=usage.cache_input_tokens or 0,
+                        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
+                    )
+                )
         await emit(
             ModelCallEndEvent(
                 reply_id=self.state.reply_id,
@@ -722,23 +747,6 @@ class Agent:
                 finished_reason=response.finished_reason,
             )
         )
-        blocks = [
-            copy.deepcopy(b)
-            for b in response.content
-            if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
-        ]
-        if not blocks and usage is None:
-            return
-        msg = self.state.append_context(self.name, blocks)
-        if usage is not None:
-            msg.append_usage(
-                Usage(
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cache_input_tokens=usage.cache_input_tokens or 0,
-                    cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-                )
-            )
 
     async def _call_model(
         self,
