@@ -42,12 +42,18 @@ from trioagent.event import (
     ModelCallEndEvent,
     ReplyEndEvent,
     ToolResultTextDeltaEvent,
+    UserInterruptEvent,
 )
 from trioagent.message import TextBlock, ToolResultBlock, ToolResultState
-from trioagent.middleware import MiddlewareBase, ReplyBudgetControlMiddleware, TracingMiddleware
+from trioagent.middleware import (
+    MiddlewareBase,
+    ReplyBudgetControlMiddleware,
+    TracingMiddleware,
+    _tracing_attrs,
+)
 from trioagent.middleware._tracing_attrs import Scrubber, provider_name, to_json
 from trioagent.model import ChatResponse, ChatUsage
-from trioagent.testing import SweepRun, cancel_sweep, text_chunks
+from trioagent.testing import ScriptedModel, SweepRun, cancel_sweep, text_chunks
 from trioagent.tool import ToolBase, ToolChunk, Toolkit
 from trioagent.types import ReplyFinishedReason
 
@@ -608,8 +614,6 @@ async def test_global_sdk_provider_is_used_by_default(
 
 
 async def test_fallback_model_call_gets_its_own_span(otel: Otel) -> None:
-    from trioagent.testing import ScriptedModel
-
     fallback = ScriptedModel([text("from fallback")], model="backup-model")
     agent = traced(
         otel, [RuntimeError("primary down")], model_config=ModelConfig(fallback_model=fallback)
@@ -731,3 +735,59 @@ async def test_streaming_tool_chunks_pass_through_unchanged(otel: Otel) -> None:
     assert "".join(deltas) == "part end"
     result = json.loads(attr(otel.one("execute_tool"), "gen_ai.tool.call.result"))
     assert [b["text"] for b in result["content"]] == ["part end"]
+
+
+async def test_pull_layer_leaving_early_ends_spans_without_detach_errors(
+    otel: Otel, caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The trio analog of the reference's "generator closed from another task": an outer layer
+    pulls the inner layers (tracing included) from a child task and leaves after two items."""
+
+    class TakeTwo(MiddlewareBase):
+        async def on_reply(
+            self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+        ) -> None:
+            async with next_handler.stream() as items:
+                for _ in range(2):
+                    await emit(await items.receive())
+
+    slow = text_chunks(*(["tok "] * 10))
+    agent = traced(otel, [slow], before=[TakeTwo()])
+    agent.model.chunk_delay = 1.0  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING):
+        msg, events = await run(agent, user())
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    assert ends(events)[-1].finished_reason == ReplyFinishedReason.INTERRUPTED
+    assert otel.tracker.open == {}
+    reply = otel.one("invoke_agent")
+    assert attr(reply, "trioagent.reply.finished_reason") == "interrupted"
+    assert parent_id(otel.one("chat")) == reply.context.span_id
+    assert [r for r in caplog.records if r.name.startswith("opentelemetry")] == []
+
+
+async def test_aborting_a_parked_reply_marks_it_interrupted(otel: Otel) -> None:
+    agent = traced(otel, [calls(call("w1", "get_weather", city="Oslo"))], ask_toolkit())
+    await run(agent, user())
+    otel.reset()
+    msg, _ = await run(agent, UserInterruptEvent())
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    reply = otel.one("invoke_agent")
+    assert attr(reply, "trioagent.reply.finished_reason") == "interrupted"
+    assert attr(reply, "agentscope.agent.incoming_event_type") is None
+    assert reply.status.status_code == StatusCode.UNSET
+
+
+async def test_a_tracing_failure_never_breaks_the_reply(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(agent: Any) -> str:
+        raise RuntimeError("attribute bug")
+
+    monkeypatch.setattr(_tracing_attrs, "agent_description", broken)
+    agent = traced(otel, [text("fine")])
+    msg, _ = await run(agent, user())
+    assert msg.get_text_content() == "fine"
+    assert otel.spans("invoke_agent") == []
+    assert [s.name for s in otel.spans()] == ["chat scripted-model"]
+    assert otel.tracker.open == {}
+    assert "could not start a span" in caplog.text

@@ -36,7 +36,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import trio
 from opentelemetry import context as otel_context, trace
@@ -65,6 +66,7 @@ from ._chain import Emit, NextHandler
 __all__ = ["TracingMiddleware"]
 
 logger = logging.getLogger("trioagent.middleware.tracing")
+_T = TypeVar("_T")
 
 NO_SESSION_ID = "[no_session_id]"
 TRACER_NAME = "trioagent"
@@ -160,35 +162,52 @@ class TracingMiddleware(MiddlewareBase):
         self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
     ) -> None:
         tracer = self._tracer()
-        if tracer is None:
+        traced = (
+            _build(_ReplyTrace, tracer, agent, input_kwargs, emit) if tracer is not None else None
+        )
+        if traced is None:
             await next_handler()
             return
-        await _ReplyTrace(tracer, agent, input_kwargs, emit).run(next_handler)
+        await traced.run(next_handler)
 
     async def on_model_call(
         self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
     ) -> None:
         model = input_kwargs.get("current_model")
         tracer = self._tracer() if isinstance(model, ChatModelBase) else None
-        if tracer is None:
+        traced = (
+            _build(_ModelCallTrace, tracer, agent, model, input_kwargs, emit)
+            if tracer is not None
+            else None
+        )
+        if traced is None:
             await next_handler()
             return
-        assert isinstance(model, ChatModelBase)  # narrowed above
-        await _ModelCallTrace(tracer, agent, model, input_kwargs, emit).run(next_handler)
+        await traced.run(next_handler)
 
     async def on_acting(
         self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
     ) -> None:
         call = input_kwargs.get("tool_call")
         tracer = self._tracer() if isinstance(call, ToolCallBlock) else None
-        if tracer is None:
+        traced = _build(_ToolTrace, tracer, agent, call, emit) if tracer is not None else None
+        if traced is None:
             await next_handler()
             return
-        assert isinstance(call, ToolCallBlock)  # narrowed above
-        await _ToolTrace(tracer, agent, call, emit).run(next_handler)
+        await traced.run(next_handler)
 
 
 # -- shared span handling ---------------------------------------------------------------------------
+
+
+def _build(factory: Callable[..., _T], *args: Any) -> _T | None:
+    """Start a span; on a tracing bug, log it and run untraced (the span is started last, so
+    a failure leaves no span open)."""
+    try:
+        return factory(*args)
+    except Exception:
+        logger.exception("TracingMiddleware could not start a span; running untraced")
+        return None
 
 
 def _conversation_id(agent: Any) -> str:
@@ -327,7 +346,10 @@ class _ReplyTrace(_Trace):
 
     async def sink(self, item: Any) -> None:
         if type(item) in _REPLY_WATCHED:
-            self.observe(item)
+            try:
+                self.observe(item)
+            except Exception:  # tracing must never break the event stream
+                logger.exception("TracingMiddleware failed to observe %s", type(item).__name__)
         elif isinstance(item, Msg):
             self.final_msg = item
         await self.emit(item)

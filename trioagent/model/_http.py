@@ -171,6 +171,38 @@ async def aclose_response(response: httpx.Response) -> None:
         await response.aclose()
 
 
+class _RequestBody(httpx.AsyncByteStream):
+    """A request body iterated by a plain iterator object instead of an async generator.
+
+    httpx's own ``ByteStream`` yields from an async generator; when a send is cancelled in
+    the middle of the body, httpcore abandons it and trio reports the unfinished generator
+    (a ``ResourceWarning``).  Nothing here needs finalizing.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __aiter__(self) -> _OneChunk:
+        return _OneChunk(self._data)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _OneChunk:
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def __aiter__(self) -> _OneChunk:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._data is None:
+            raise StopAsyncIteration
+        data, self._data = self._data, None
+        return data
+
+
 async def send_request(
     client: httpx.AsyncClient,
     request: httpx.Request,
@@ -185,6 +217,8 @@ async def send_request(
     and the response closed.
     """
     url = _safe_url(request.url)
+    if isinstance(request.stream, httpx.ByteStream):
+        request.stream = _RequestBody(request.content)
     try:
         response = await client.send(request, stream=stream)
     except httpx.TransportError as exc:
