@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import httpx
 
 from ..exception import ModelError
 from ..message import DataBlock, TextBlock
+from ..model._http import HTTPClientOwner
 from ..types import ErrorType
 from ._types import ClassifierResponse, Question
 
@@ -30,7 +29,7 @@ class ClassifierResponseError(ModelError):
     error_type = ErrorType.UPSTREAM
 
 
-class ClassifierModelBase:
+class ClassifierModelBase(HTTPClientOwner):
     """Base class of classifier models.
 
     Args:
@@ -73,43 +72,10 @@ class ClassifierModelBase:
         self.timeout = timeout
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
-        self._http_client = http_client
-        self._owns_client = http_client is None
+        self._set_http_client(http_client)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
-
-    @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The model's ``httpx.AsyncClient`` (created on first use when none was injected)."""
-        if self._http_client is None:
-            self._http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.connect_timeout,
-                    read=self.read_timeout,
-                    write=self.read_timeout,
-                    pool=self.connect_timeout,
-                )
-            )
-        return self._http_client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the model created it (an injected one is left open)."""
-        client = self._http_client
-        if client is not None and self._owns_client:
-            self._http_client = None
-            await client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: builtins.type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def _redact(self, text: str) -> str:
         return self.credential.redact(text) if self.credential is not None else text

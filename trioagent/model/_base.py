@@ -25,8 +25,7 @@ import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
 import httpx
@@ -53,6 +52,7 @@ from ..message import (
 )
 from ..types import FinishedReason, ToolChoice
 from ._accumulator import StreamAccumulator
+from ._http import HTTPClientOwner
 from ._json_repair import json_loads_with_repair
 from ._response import ChatResponse, ChatUsage
 
@@ -158,7 +158,7 @@ def _collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group
 
 
-class ChatModelBase:
+class ChatModelBase(HTTPClientOwner):
     """Base class of chat models.
 
     Args:
@@ -220,47 +220,10 @@ class ChatModelBase:
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.interrupt_grace = interrupt_grace
-        self._http_client = http_client
-        self._owns_client = http_client is None
+        self._set_http_client(http_client)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, stream={self.stream!r})"
-
-    # -- HTTP client -----------------------------------------------------------------------
-
-    @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The model's ``httpx.AsyncClient`` (created on first use when none was injected)."""
-        if self._http_client is None:
-            self._http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.connect_timeout,
-                    read=self.read_timeout,
-                    write=self.read_timeout,
-                    pool=self.connect_timeout,
-                ),
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-            )
-        return self._http_client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the model created it (an injected one is left open)."""
-        client, self._http_client = self._http_client, None
-        if client is not None and self._owns_client:
-            await client.aclose()
-        elif client is not None:
-            self._http_client = client
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: builtins.type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- provider hooks ----------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ import email.utils
 import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, Literal, cast
+from types import TracebackType
+from typing import Any, Literal, Self, cast
 
 import httpx
 import trio
@@ -158,6 +159,56 @@ def _safe_url(url: httpx.URL) -> str:
     """The URL for error messages: no credentials, no query string."""
     port = f":{url.port}" if url.port else ""
     return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+class HTTPClientOwner:
+    """One ``httpx.AsyncClient`` per object: injectable, else created on first use.
+
+    The object never closes a client it was given; :meth:`aclose` (or ``async with obj:``)
+    closes one it created.  Subclasses set ``read_timeout`` and ``connect_timeout`` and call
+    :meth:`_set_http_client` from their constructor.
+    """
+
+    read_timeout: float | None
+    connect_timeout: float | None
+    _http_client: httpx.AsyncClient | None
+    _owns_client: bool
+
+    def _set_http_client(self, http_client: httpx.AsyncClient | None) -> None:
+        self._http_client = http_client
+        self._owns_client = http_client is None
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The ``httpx.AsyncClient`` (created on first use when none was injected)."""
+        if self._http_client is None:
+            self._http_client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.connect_timeout,
+                    read=self.read_timeout,
+                    write=self.read_timeout,
+                    pool=self.connect_timeout,
+                ),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+            )
+        return self._http_client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object created it (an injected one is left open)."""
+        if self._http_client is not None and self._owns_client:
+            client, self._http_client = self._http_client, None
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 async def aclose_response(response: httpx.Response) -> None:

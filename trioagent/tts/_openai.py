@@ -17,7 +17,13 @@ import trio
 
 from ..credential import OpenAICredential
 from ..exception import ModelTimeoutError
-from ..model._http import CLOSE_GRACE, aclose_response, error_from_transport, send_request
+from ..model._http import (
+    CLOSE_GRACE,
+    HTTPClientOwner,
+    aclose_response,
+    error_from_transport,
+    send_request,
+)
 from ._base import TTSEmit, TTSModelBase, TTSResponse
 
 __all__ = ["OpenAITTSModel"]
@@ -35,7 +41,7 @@ MEDIA_TYPES: dict[str, str] = {
 }
 
 
-class OpenAITTSModel(TTSModelBase):
+class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
     """OpenAI text to speech (and OpenAI-compatible servers), standard mode.
 
     Args:
@@ -91,34 +97,12 @@ class OpenAITTSModel(TTSModelBase):
         self.timeout = timeout
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
-        self._http_client = http_client
-        self._owns_client = http_client is None
+        self._set_http_client(http_client)
 
     @property
     def media_type(self) -> str:
         """The media type of the audio this model produces."""
         return MEDIA_TYPES[self.response_format]
-
-    @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The model's ``httpx.AsyncClient`` (created on first use when none was injected)."""
-        if self._http_client is None:
-            self._http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=self.connect_timeout,
-                    read=self.read_timeout,
-                    write=self.read_timeout,
-                    pool=self.connect_timeout,
-                )
-            )
-        return self._http_client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the model created it (an injected one is left open)."""
-        client = self._http_client
-        if client is not None and self._owns_client:
-            self._http_client = None
-            await client.aclose()
 
     def build_body(self, text: str) -> dict[str, Any]:
         """The request body for ``text``."""
