@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._concurrency import is_cancellation, unwrap_group
 from ..event import (
     AgentEvent,
     CustomEvent,
@@ -39,11 +40,11 @@ from ..message import (
     ToolResultBlock,
     ToolResultState,
 )
-from ..middleware._chain import Emit, unwrap_group
+from ..middleware._chain import Emit
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
 from ..tool import ToolChunk, ToolResponse
 from . import _background, _compress
-from ._run import StopReply, is_cancellation
+from ._run import StopReply
 
 if TYPE_CHECKING:
     from ..tool import ToolBase

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._concurrency import is_cancellation
 from ..event import (
     AgentEvent,
     EventBase,
@@ -48,7 +49,7 @@ from ..types import FinishedReason, ReplyFinishedReason, ToolChoice, generate_id
 from . import _acting, _background, _compress, _injection, _structured
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from ._convert import ChunkConverter
-from ._run import ReplyRun, StopReply, is_cancellation
+from ._run import ReplyRun, StopReply
 from ._state import AgentState, ReplyContext
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._concurrency import unwrap_group
 from ..event import HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
-from ..middleware._chain import unwrap_group
 from ..tool import ToolChunk, ToolResponse
 from ..tool._response import chunk_from_response
 

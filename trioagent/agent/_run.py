@@ -8,6 +8,7 @@ from typing import Any
 
 import trio
 
+from .._concurrency import is_cancellation
 from ..event import ReplyEndEvent, ReplyStartEvent
 from ..message import Msg
 from ..types import ReplyFinishedReason
@@ -25,15 +26,6 @@ class StopReply(Exception):
     Raised for a ``UserInterruptEvent`` on a parked reply and for an interrupted model response
     or tool result produced without a cancellation (e.g. a middleware cut a stream short).
     """
-
-
-def is_cancellation(exc: BaseException) -> bool:
-    """``trio.Cancelled``, or a group made only of cancellations."""
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(is_cancellation(e) for e in exc.exceptions)
-    return False
 
 
 class ReplyRun:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._concurrency import unwrap_group
 from ..event import AgentEvent
 from ..message import Msg
-from ..middleware._chain import unwrap_group
 
 if TYPE_CHECKING:
     from ._agent import Agent

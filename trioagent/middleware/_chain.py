@@ -10,12 +10,10 @@ task and hands back a ``trio.MemoryReceiveChannel``.
 
 from __future__ import annotations
 
-import contextlib
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-import trio
+from .._concurrency import EndSettler, PullStream
 
 __all__ = [
     "AwaitHandler",
@@ -24,19 +22,12 @@ __all__ = [
     "NextHandler",
     "compose_awaitable",
     "compose_streaming",
-    "unwrap_group",
 ]
 
 Emit = Callable[[Any], Awaitable[None]]
 Handler = Callable[[dict[str, Any], Emit], Awaitable[None]]
 T = TypeVar("T")
 AwaitHandler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-
-class EndSettler(Protocol):
-    """Lets a pull layer wait until an end event it passed on was either delivered or dropped."""
-
-    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None: ...
 
 
 class StreamingHook(Protocol):
@@ -81,98 +72,8 @@ class NextHandler:
     def stream(self, **overrides: Any) -> PullStream:
         """Run the inner layers in a child task; see the class docstring."""
         kwargs = {**self._kwargs, **overrides} if overrides else self._kwargs
-        return PullStream(self._inner, kwargs, self._emit, self._settler)
-
-
-class PullStream:
-    """The async context manager behind :meth:`NextHandler.stream`.
-
-    Written as a class (not ``@asynccontextmanager``) because the library contains no async
-    generators.  The channel has no buffer, so the inner layers advance only as fast as the
-    puller takes items, as in the callback form.
-    """
-
-    def __init__(
-        self, inner: Handler, kwargs: dict[str, Any], emit: Emit, settler: EndSettler | None
-    ) -> None:
-        self._inner = inner
-        self._kwargs = kwargs
-        self._emit = emit
-        self._settler = settler
-        self._stack = contextlib.AsyncExitStack()
-        self._nursery: trio.Nursery | None = None
-        self._recv: trio.MemoryReceiveChannel[Any] | None = None
-        self._puller_gone = False
-
-    async def __aenter__(self) -> trio.MemoryReceiveChannel[Any]:
-        send, recv = trio.open_memory_channel[Any](0)
-        self._recv = recv
-        try:
-            self._nursery = await self._stack.enter_async_context(trio.open_nursery())
-        except BaseException:
-            send.close()
-            recv.close()
-            raise
-        self._nursery.start_soon(self._run_inner, send)
-        return recv
-
-    async def _run_inner(self, send: trio.MemorySendChannel[Any]) -> None:
-        async def sink(item: Any) -> None:
-            if self._puller_gone:
-                await self._emit(item)
-                return
-            try:
-                await send.send(item)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                # The puller left (it finished, failed or was cancelled): deliver the item
-                # outward ourselves.  Raising here would replace a Cancelled that is unwinding
-                # the inner layers (the bug the checkpoint sweep found in the prototype).
-                self._puller_gone = True
-                await self._emit(item)
-                return
-            if self._settler is not None and getattr(item, "type", None) == "REPLY_END":
-                await self._settler.settle_end(send)
-
-        with send:
-            await self._inner(self._kwargs, sink)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> bool:
-        assert self._recv is not None
-        assert self._nursery is not None
-        self._puller_gone = True
-        self._recv.close()
-        if exc_type is None:
-            # The puller stopped before the inner layers finished: cancel them, as leaving a
-            # nursery block should.  What they emit while unwinding goes to our emit.
-            self._nursery.cancel_scope.cancel()
-        try:
-            return bool(await self._stack.__aexit__(exc_type, exc, tb))
-        except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
-
-
-def unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The lone non-Cancelled exception of a nursery's group, else the group itself.
-
-    Hooks and callers can then keep using plain ``except ModelError:``.
-    """
-    leaves = [e for e in _flatten(group) if not isinstance(e, trio.Cancelled)]
-    if len(leaves) == 1:
-        return leaves[0]
-    if not leaves:
-        return _flatten(group)[0]
-    return group
-
-
-def _flatten(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in _flatten(e)]
-    return [exc]
+        inner = self._inner
+        return PullStream(lambda sink: inner(kwargs, sink), self._emit, self._settler)
 
 
 def compose_streaming(

@@ -24,7 +24,7 @@ import copy
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import attrs
@@ -32,6 +32,7 @@ import httpx
 import jsonschema
 import trio
 
+from .._concurrency import unwrap_group
 from .._ids import generate_id, generate_timestamp
 from ..exception import (
     ModelError,
@@ -137,25 +138,6 @@ class _Call:
 @attrs.define(eq=False)
 class _ReaderOutcome:
     error: Exception | None = None
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            yield from _leaves(sub)
-    else:
-        yield exc
-
-
-def _collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one meaningful exception of a nursery's group (a lone error, else a Cancelled)."""
-    leaves = list(_leaves(group))
-    errors = [e for e in leaves if not isinstance(e, trio.Cancelled)]
-    if len(errors) == 1:
-        return errors[0]
-    if not errors:
-        return leaves[0]
-    return group
 
 
 class ChatModelBase(HTTPClientOwner):
@@ -379,7 +361,7 @@ class ChatModelBase(HTTPClientOwner):
                                 break
                             await call.absorb(chunk)
         except BaseExceptionGroup as group:
-            exc = _collapse(group)
+            exc = unwrap_group(group)
             raise exc from exc.__cause__
         if outcome.error is not None:
             raise outcome.error

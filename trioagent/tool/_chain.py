@@ -32,14 +32,11 @@ The innermost *core* has the same return contract without ``next_handler``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
-import trio
-
+from .._concurrency import PullStream
 from ..exception import DeveloperOrientedException
 from ._response import Emit, ToolChunk, ToolResponse, chunk_from_response
 
@@ -149,96 +146,6 @@ class _NextHandler:
             return await self._chain.run(self._index, kwargs, sink)
 
         return PullStream(inner, self._emit)
-
-
-class PullStream:
-    """The async context manager behind ``next_handler.stream()``.
-
-    A class rather than ``@asynccontextmanager`` because trioagent contains no async
-    generators.  The channel is unbuffered, so the inner layers advance only as fast as the
-    puller takes items.
-    """
-
-    def __init__(self, inner: Callable[[Emit], Awaitable[ToolResponse]], emit: Emit) -> None:
-        self._inner = inner
-        self._emit = emit
-        self._stack = contextlib.AsyncExitStack()
-        self._nursery: trio.Nursery | None = None
-        self._recv: trio.MemoryReceiveChannel[ToolChunk | ToolResponse] | None = None
-        self._puller_gone = False
-
-    async def __aenter__(self) -> trio.MemoryReceiveChannel[ToolChunk | ToolResponse]:
-        send, recv = trio.open_memory_channel[ToolChunk | ToolResponse](0)
-        self._recv = recv
-        try:
-            self._nursery = await self._stack.enter_async_context(trio.open_nursery())
-        except BaseException:
-            send.close()
-            recv.close()
-            raise
-        self._nursery.start_soon(self._run_inner, send)
-        return recv
-
-    async def _run_inner(self, send: trio.MemorySendChannel[ToolChunk | ToolResponse]) -> None:
-        async def sink(chunk: ToolChunk) -> None:
-            if not await self._offer(send, chunk):
-                await self._emit(chunk)  # the puller left: pass it on ourselves
-
-        with send:
-            response = await self._inner(sink)
-            await self._offer(send, response)
-
-    async def _offer(
-        self, send: trio.MemorySendChannel[ToolChunk | ToolResponse], item: ToolChunk | ToolResponse
-    ) -> bool:
-        """Hand ``item`` to the puller; ``False`` once it has gone.
-
-        Never raises for a departed puller: that would replace a ``Cancelled`` unwinding the
-        inner layers.
-        """
-        if self._puller_gone:
-            return False
-        try:
-            await send.send(item)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._puller_gone = True
-            return False
-        return True
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> bool:
-        assert self._recv is not None
-        assert self._nursery is not None
-        self._puller_gone = True
-        self._recv.close()
-        if exc_type is None:
-            # Leaving the block ends the pull: stop inner layers that are still running.
-            self._nursery.cancel_scope.cancel()
-        try:
-            return bool(await self._stack.__aexit__(exc_type, exc, tb))
-        except BaseExceptionGroup as group:
-            raise _unwrap(group) from None
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The lone non-Cancelled exception of a nursery's group, else the group itself."""
-    leaves = _leaves(group)
-    errors = [e for e in leaves if not isinstance(e, trio.Cancelled)]
-    if len(errors) == 1:
-        return errors[0]
-    if not errors:
-        return leaves[0]
-    return group
 
 
 def _describe(layer: Any) -> str:

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Self, TypeAlias
 import attrs
 import trio
 
+from .._concurrency import unwrap_group
 from .._ids import generate_id, generate_timestamp
 from ..exception import ModelError
 from ..message import Base64Source, DataBlock, URLSource
@@ -205,7 +206,7 @@ class StreamingTTSSession(TTSSession):
                 await nursery.start(self._run_receiver, send)
                 self._stack = stack.pop_all()
         except BaseExceptionGroup as group:  # a connect failure, raised from inside the nursery
-            raise _unwrap_group(group) from None
+            raise unwrap_group(group) from None
         self._nursery = nursery
         self._recv = recv
         return self
@@ -225,7 +226,7 @@ class StreamingTTSSession(TTSSession):
         try:
             await stack.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            raise _unwrap_group(group) from None
+            raise unwrap_group(group) from None
 
     async def _run_receiver(
         self,
@@ -312,13 +313,6 @@ class StreamingTTSSession(TTSSession):
 
     async def _close(self) -> None:
         """Close the provider connection (runs shielded in the receiver task)."""
-
-
-def _unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    # Imported here: trioagent.middleware imports this package.
-    from ..middleware._chain import unwrap_group
-
-    return unwrap_group(group)
 
 
 class TTSModelBase:
