@@ -378,24 +378,19 @@ def output_events(
             events.append(
                 ToolResultTextDeltaEvent(reply_id=reply_id, tool_call_id=call_id, delta=block.text)
             )
-        elif isinstance(block.source, Base64Source):
-            events.append(
-                ToolResultDataDeltaEvent(
-                    reply_id=reply_id,
-                    tool_call_id=call_id,
-                    block_id=block.id,
-                    media_type=block.source.media_type,
-                    data=block.source.data,
-                )
-            )
         else:
+            source = block.source
+            data, url = (
+                (source.data, None) if isinstance(source, Base64Source) else (None, source.url)
+            )
             events.append(
                 ToolResultDataDeltaEvent(
                     reply_id=reply_id,
                     tool_call_id=call_id,
                     block_id=block.id,
-                    media_type=block.source.media_type,
-                    url=block.source.url,
+                    media_type=source.media_type,
+                    data=data,
+                    url=url,
                 )
             )
     return events
