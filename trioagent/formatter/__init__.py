@@ -1,9 +1,63 @@
 """Formatters: ``Msg`` lists to provider message lists (``await formatter.format(msgs)``)."""
 
+from ._anthropic import (
+    AnthropicChatFormatter as AnthropicChatFormatter,
+    AnthropicMultiAgentFormatter as AnthropicMultiAgentFormatter,
+    MiniMaxChatFormatter as MiniMaxChatFormatter,
+)
 from ._base import FormatterBase as FormatterBase
+from ._dashscope import (
+    DashScopeChatFormatter as DashScopeChatFormatter,
+    DashScopeMultiAgentFormatter as DashScopeMultiAgentFormatter,
+)
+from ._deepseek import (
+    DeepSeekChatFormatter as DeepSeekChatFormatter,
+    DeepSeekMultiAgentFormatter as DeepSeekMultiAgentFormatter,
+)
+from ._gemini import (
+    GeminiChatFormatter as GeminiChatFormatter,
+    GeminiMultiAgentFormatter as GeminiMultiAgentFormatter,
+)
+from ._moonshot import (
+    MoonshotChatFormatter as MoonshotChatFormatter,
+    MoonshotMultiAgentFormatter as MoonshotMultiAgentFormatter,
+)
+from ._ollama import (
+    OllamaChatFormatter as OllamaChatFormatter,
+    OllamaMultiAgentFormatter as OllamaMultiAgentFormatter,
+)
 from ._openai import (
     OpenAIChatFormatter as OpenAIChatFormatter,
     OpenAIMultiAgentFormatter as OpenAIMultiAgentFormatter,
 )
+from ._openai_response import (
+    OpenAIResponseFormatter as OpenAIResponseFormatter,
+    OpenAIResponseMultiAgentFormatter as OpenAIResponseMultiAgentFormatter,
+)
+from ._xai import (
+    XAIChatFormatter as XAIChatFormatter,
+    XAIMultiAgentFormatter as XAIMultiAgentFormatter,
+)
 
-__all__ = ["FormatterBase", "OpenAIChatFormatter", "OpenAIMultiAgentFormatter"]
+__all__ = [
+    "AnthropicChatFormatter",
+    "AnthropicMultiAgentFormatter",
+    "DashScopeChatFormatter",
+    "DashScopeMultiAgentFormatter",
+    "DeepSeekChatFormatter",
+    "DeepSeekMultiAgentFormatter",
+    "FormatterBase",
+    "GeminiChatFormatter",
+    "GeminiMultiAgentFormatter",
+    "MiniMaxChatFormatter",
+    "MoonshotChatFormatter",
+    "MoonshotMultiAgentFormatter",
+    "OllamaChatFormatter",
+    "OllamaMultiAgentFormatter",
+    "OpenAIChatFormatter",
+    "OpenAIMultiAgentFormatter",
+    "OpenAIResponseFormatter",
+    "OpenAIResponseMultiAgentFormatter",
+    "XAIChatFormatter",
+    "XAIMultiAgentFormatter",
+]

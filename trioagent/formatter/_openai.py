@@ -70,13 +70,16 @@ class OpenAIChatFormatter(FormatterBase):
     ) -> None:
         content: list[dict[str, Any]] = []
         tool_calls: list[dict[str, Any]] = []
+        thinking: list[str] = []  # only filled when the subclass replays reasoning
         pending_media: list[dict[str, Any]] = []
+        replays_thinking = self._replays_thinking()
 
         def flush() -> None:
-            if content or tool_calls:
-                out.append(self._message(msg, list(content), list(tool_calls)))
+            if content or tool_calls or thinking:
+                out.append(self._message(msg, list(content), list(tool_calls), list(thinking)))
                 content.clear()
                 tool_calls.clear()
+                thinking.clear()
 
         for block in msg.content:
             if pending_media and not isinstance(block, ToolResultBlock):
@@ -114,13 +117,26 @@ class OpenAIChatFormatter(FormatterBase):
                     if promoted:
                         pending_media.append(await self._promoted_message(promoted, http_client))
                 case ThinkingBlock():
-                    pass  # reasoning is not replayed to OpenAI chat models
+                    # Not replayed to OpenAI chat models; providers that take reasoning back
+                    # (``reasoning_content``) override ``_replays_thinking``.
+                    if replays_thinking and block.thinking:
+                        thinking.append(block.thinking)
         out.extend(pending_media)
         flush()
 
+    def _replays_thinking(self) -> bool:
+        """Whether thinking blocks are collected and passed to :meth:`_message`."""
+        return False
+
     def _message(
-        self, msg: Msg, content: list[dict[str, Any]], tool_calls: list[dict[str, Any]]
+        self,
+        msg: Msg,
+        content: list[dict[str, Any]],
+        tool_calls: list[dict[str, Any]],
+        thinking: list[str],
     ) -> dict[str, Any]:
+        """One message from a (part of a) ``Msg``: its parts, tool calls and the non-empty
+        thinking texts (empty unless :meth:`_replays_thinking`)."""
         message: dict[str, Any] = {
             "role": msg.role,
             "name": msg.name,

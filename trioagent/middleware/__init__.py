@@ -1,8 +1,16 @@
 """Agent middlewares: the hook base class and the chain's ``NextHandler``."""
 
+from ._agentic_memory import (
+    AgenticMemoryMiddleware as AgenticMemoryMiddleware,
+    LocalBackend as LocalBackend,
+    MemoryBackend as MemoryBackend,
+)
 from ._base import MiddlewareBase as MiddlewareBase
 from ._budget import ReplyBudgetControlMiddleware as ReplyBudgetControlMiddleware
 from ._chain import Emit as Emit, NextHandler as NextHandler
+from ._mem0 import Mem0Middleware as Mem0Middleware
+from ._mem0_client import Mem0APIError as Mem0APIError, Mem0PlatformClient as Mem0PlatformClient
+from ._rag import RAGMiddleware as RAGMiddleware
 from ._router import (
     ChatModelCandidate as ChatModelCandidate,
     ModelRouterMiddleware as ModelRouterMiddleware,
@@ -11,11 +19,18 @@ from ._tracing import TracingMiddleware as TracingMiddleware
 from ._tts import TTSMiddleware as TTSMiddleware
 
 __all__ = [
+    "AgenticMemoryMiddleware",
     "ChatModelCandidate",
     "Emit",
+    "LocalBackend",
+    "Mem0APIError",
+    "Mem0Middleware",
+    "Mem0PlatformClient",
+    "MemoryBackend",
     "MiddlewareBase",
     "ModelRouterMiddleware",
     "NextHandler",
+    "RAGMiddleware",
     "ReplyBudgetControlMiddleware",
     "TTSMiddleware",
     "TracingMiddleware",

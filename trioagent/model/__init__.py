@@ -1,30 +1,79 @@
 """Chat models: the provider-independent base, responses, and the provider clients."""
 
 from ._accumulator import StreamAccumulator as StreamAccumulator
+from ._anthropic import (
+    AnthropicChatModel as AnthropicChatModel,
+    AnthropicChatParameters as AnthropicChatParameters,
+    MiniMaxChatModel as MiniMaxChatModel,
+    MiniMaxChatParameters as MiniMaxChatParameters,
+)
 from ._base import (
     ChatModelBase as ChatModelBase,
     Emit as Emit,
     StructuredResponse as StructuredResponse,
 )
+from ._dashscope import (
+    DashScopeChatModel as DashScopeChatModel,
+    DashScopeChatParameters as DashScopeChatParameters,
+)
+from ._deepseek import (
+    DeepSeekChatModel as DeepSeekChatModel,
+    DeepSeekChatParameters as DeepSeekChatParameters,
+)
+from ._gemini import (
+    GeminiChatModel as GeminiChatModel,
+    GeminiChatParameters as GeminiChatParameters,
+)
 from ._json_repair import (
     flatten_json_schema as flatten_json_schema,
     json_loads_with_repair as json_loads_with_repair,
+)
+from ._moonshot import (
+    MoonshotChatModel as MoonshotChatModel,
+    MoonshotChatParameters as MoonshotChatParameters,
+)
+from ._ollama import (
+    OllamaChatModel as OllamaChatModel,
+    OllamaChatParameters as OllamaChatParameters,
 )
 from ._openai import (
     OpenAIChatModel as OpenAIChatModel,
     OpenAIChatParameters as OpenAIChatParameters,
 )
+from ._openai_response import (
+    OpenAIResponseModel as OpenAIResponseModel,
+    OpenAIResponseParameters as OpenAIResponseParameters,
+)
 from ._response import ChatResponse as ChatResponse, ChatUsage as ChatUsage
+from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
 __all__ = [
+    "AnthropicChatModel",
+    "AnthropicChatParameters",
     "ChatModelBase",
     "ChatResponse",
     "ChatUsage",
+    "DashScopeChatModel",
+    "DashScopeChatParameters",
+    "DeepSeekChatModel",
+    "DeepSeekChatParameters",
     "Emit",
+    "GeminiChatModel",
+    "GeminiChatParameters",
+    "MiniMaxChatModel",
+    "MiniMaxChatParameters",
+    "MoonshotChatModel",
+    "MoonshotChatParameters",
+    "OllamaChatModel",
+    "OllamaChatParameters",
     "OpenAIChatModel",
     "OpenAIChatParameters",
+    "OpenAIResponseModel",
+    "OpenAIResponseParameters",
     "StreamAccumulator",
     "StructuredResponse",
+    "XAIChatModel",
+    "XAIChatParameters",
     "flatten_json_schema",
     "json_loads_with_repair",
 ]

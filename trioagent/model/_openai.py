@@ -32,7 +32,13 @@ from ._json_repair import flatten_json_schema
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
-__all__ = ["OpenAIChatModel", "OpenAIChatParameters", "OpenAIStreamParser"]
+__all__ = [
+    "OpenAIChatModel",
+    "OpenAIChatParameters",
+    "OpenAIStreamParser",
+    "complete_chat_completions",
+    "stream_chat_completions",
+]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
@@ -373,35 +379,9 @@ class OpenAIChatModel(ChatModelBase):
         body = await self._build_body(messages, tools, tool_choice, stream=True)
         request = self._request(body, stream=True)
         parser = OpenAIStreamParser(trio.current_time())
-
-        async def handle(event: ServerSentEvent) -> bool:
-            if event.data.strip() == "[DONE]":
-                return True
-            try:
-                payload = json.loads(event.data)
-            except ValueError as exc:
-                raise ModelStreamError(
-                    f"unparseable chunk in the stream of {self.model!r}: {event.data[:200]!r}"
-                ) from exc
-            if not isinstance(payload, dict):
-                raise ModelStreamError(f"unexpected chunk in the stream: {event.data[:200]!r}")
-            if payload.get("error"):
-                raise error_from_payload(payload, redact=self._redact)
-            if (delta := parser.parse(payload)) is not None:
-                await send.send(delta)
-            return False
-
-        response = await send_request(self.http_client, request, stream=True, redact=self._redact)
-        try:
-            done = await read_sse(response, handle)
-        finally:
-            await aclose_response(response)
-        if not done:
-            raise ModelStreamError(
-                f"the stream of {self.model!r} ended before 'data: [DONE]' (connection closed "
-                "early; the response is incomplete)",
-                retryable=True,
-            )
+        await stream_chat_completions(
+            self.http_client, request, parser, send, model=self.model, redact=self._redact
+        )
 
     async def _call_api(
         self,
@@ -412,18 +392,9 @@ class OpenAIChatModel(ChatModelBase):
         body = await self._build_body(messages, tools, tool_choice, stream=False)
         request = self._request(body, stream=False)
         parser = OpenAIStreamParser(trio.current_time())
-        response = await send_request(self.http_client, request, stream=False, redact=self._redact)
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise ModelUpstreamError(
-                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelUpstreamError(f"unexpected response of {self.model!r}: {payload!r:.200}")
-        if payload.get("error"):
-            raise error_from_payload(payload, redact=self._redact)
-        return parser.parse_completion(payload)
+        return await complete_chat_completions(
+            self.http_client, request, parser, model=self.model, redact=self._redact
+        )
 
 
 def _flatten_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -434,3 +405,75 @@ def _flatten_tool(tool: dict[str, Any]) -> dict[str, Any]:
         **tool,
         "function": {**function, "parameters": flatten_json_schema(function["parameters"])},
     }
+
+
+# -- transport shared by the OpenAI-compatible providers ---------------------------------------
+
+
+async def stream_chat_completions(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    parser: OpenAIStreamParser,
+    send: trio.MemorySendChannel[ChatResponse],
+    *,
+    model: str,
+    redact: Callable[[str], str],
+) -> None:
+    """Send a streaming ``chat/completions`` request; send each parsed delta over ``send``.
+
+    Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable chunk or a stream
+    that ends before ``data: [DONE]``, and the typed error of an ``{"error": ...}`` chunk.  The
+    response is closed in every case (shielded, bounded: :func:`aclose_response`).
+    """
+
+    async def handle(event: ServerSentEvent) -> bool:
+        if event.data.strip() == "[DONE]":
+            return True
+        try:
+            payload = json.loads(event.data)
+        except ValueError as exc:
+            raise ModelStreamError(
+                f"unparseable chunk in the stream of {model!r}: {event.data[:200]!r}"
+            ) from exc
+        if not isinstance(payload, dict):
+            raise ModelStreamError(f"unexpected chunk in the stream: {event.data[:200]!r}")
+        if payload.get("error"):
+            raise error_from_payload(payload, redact=redact)
+        if (delta := parser.parse(payload)) is not None:
+            await send.send(delta)
+        return False
+
+    response = await send_request(client, request, stream=True, redact=redact)
+    try:
+        done = await read_sse(response, handle)
+    finally:
+        await aclose_response(response)
+    if not done:
+        raise ModelStreamError(
+            f"the stream of {model!r} ended before 'data: [DONE]' (connection closed "
+            "early; the response is incomplete)",
+            retryable=True,
+        )
+
+
+async def complete_chat_completions(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    parser: OpenAIStreamParser,
+    *,
+    model: str,
+    redact: Callable[[str], str],
+) -> ChatResponse:
+    """Send a non-streaming ``chat/completions`` request and parse the complete response."""
+    response = await send_request(client, request, stream=False, redact=redact)
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise ModelUpstreamError(
+            f"the response of {model!r} is not JSON: {response.text[:200]!r}"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ModelUpstreamError(f"unexpected response of {model!r}: {payload!r:.200}")
+    if payload.get("error"):
+        raise error_from_payload(payload, redact=redact)
+    return parser.parse_completion(payload)

@@ -1,0 +1,491 @@
+"""Anthropic formatters (trioagent/formatter/_anthropic.py).
+
+The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``, a copy of
+shared/reference/golden_formatters.jsonl); the formatted messages must be byte-for-byte equal
+once serialised with ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trioagent.formatter import (
+    AnthropicChatFormatter,
+    AnthropicMultiAgentFormatter,
+    FormatterBase,
+)
+from trioagent.message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    SystemMsg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    UserMsg,
+)
+from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
+
+GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
+
+B64 = "ZmFrZSBpbWFnZSBkYXRh"
+PDF = "JVBERi0xLjQgZmFrZQ=="
+IMG_URL = "https://example.com/image.png"
+
+
+def golden_cases() -> dict[str, list[dict[str, Any]]]:
+    cases = {}
+    for line in GOLDEN.read_text("utf-8").splitlines():
+        case = json.loads(line)
+        cases[case["case"]] = case["out"]
+    return cases
+
+
+# -- fixtures of reference/model.md §7 -------------------------------------------------------
+
+
+def image(src: str, block_id: str) -> DataBlock:
+    source: URLSource | Base64Source
+    if src == "url":
+        source = URLSource(url=IMG_URL, media_type="image/png")
+    else:
+        source = Base64Source(data=B64, media_type="image/png")
+    return DataBlock(id=block_id, source=source)
+
+
+def sys_msgs() -> list[Msg]:
+    return [SystemMsg("system", "You're a helpful assistant.")]
+
+
+def conv() -> list[Msg]:
+    return [
+        UserMsg("user", "What is the capital of France?"),
+        AssistantMsg("assistant", "The capital of France is Paris."),
+        UserMsg("user", "What is the capital of Germany?"),
+        AssistantMsg("assistant", "The capital of Germany is Berlin."),
+        UserMsg("user", "What is the capital of Japan?"),
+    ]
+
+
+def tools_msgs() -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
+                ToolResultBlock(
+                    id="call_1",
+                    name="get_capital",
+                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
+                ),
+                TextBlock(text="The capital of Japan is Tokyo."),
+            ],
+        )
+    ]
+
+
+def complex_msgs() -> list[Msg]:
+    """COMPLEX with a signed first thinking block (t1/s1); the other two are unsigned."""
+
+    def call(n: int) -> ToolCallBlock:
+        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
+
+    def result(n: int) -> ToolResultBlock:
+        return ToolResultBlock(
+            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
+        )
+
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ThinkingBlock(thinking="t1", extra={"signature": "s1"}),
+                TextBlock(text="text_1"),
+                call(1),
+                call(2),
+                result(1),
+                result(2),
+                ThinkingBlock(thinking="thinking_2"),
+                TextBlock(text="text_2"),
+                call(3),
+                result(3),
+                call(4),
+                result(4),
+                ThinkingBlock(thinking="thinking_3"),
+                TextBlock(text="text_3"),
+            ],
+        )
+    ]
+
+
+def hint_msgs() -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                TextBlock(text="Let me think about that."),
+                HintBlock(hint="Remember to be concise."),
+                TextBlock(text="Here is my answer."),
+            ],
+        )
+    ]
+
+
+def toolimg(src: str) -> list[Msg]:
+    return [
+        AssistantMsg(
+            "assistant",
+            [
+                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
+                ToolResultBlock(
+                    id="call_img",
+                    name="get_map",
+                    output=[TextBlock(text="Here is the map."), image(src, "IMGID")],
+                ),
+                TextBlock(text="Here is the map of Tokyo."),
+            ],
+        )
+    ]
+
+
+def two_groups() -> list[Msg]:
+    return [
+        UserMsg("alice", "Hi Bob"),
+        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
+        AssistantMsg(
+            "bob",
+            [
+                ToolCallBlock(id="c1", name="t", input="{}"),
+                ToolResultBlock(id="c1", name="t", output="ok"),
+            ],
+        ),
+        UserMsg("carol", "Me too"),
+    ]
+
+
+def pdf_msgs() -> list[Msg]:
+    return [
+        UserMsg(
+            "user",
+            [
+                TextBlock(text="Summarize this."),
+                DataBlock(
+                    name="report.pdf", source=Base64Source(data=PDF, media_type="application/pdf")
+                ),
+            ],
+        )
+    ]
+
+
+CASES: dict[str, tuple[type[FormatterBase], Any]] = {
+    "anthropic_chat.full": (AnthropicChatFormatter, lambda: sys_msgs() + conv() + tools_msgs()),
+    "anthropic_chat.thinking_signature": (
+        AnthropicChatFormatter,
+        lambda: [
+            AssistantMsg(
+                "assistant",
+                [
+                    ThinkingBlock(thinking="inner thoughts", extra={"signature": "sig_abc"}),
+                    TextBlock(text="reply"),
+                ],
+            )
+        ],
+    ),
+    "anthropic_chat.thinking_no_sig_and_redacted": (
+        AnthropicChatFormatter,
+        lambda: [
+            AssistantMsg(
+                "assistant",
+                [
+                    ThinkingBlock(thinking="x"),
+                    ThinkingBlock(thinking="", extra={"redacted_thinking_data": "enc"}),
+                    TextBlock(text=""),
+                    TextBlock(text="reply"),
+                ],
+            )
+        ],
+    ),
+    "anthropic_chat.tool_result_image": (AnthropicChatFormatter, lambda: toolimg("b64")),
+    "anthropic_chat.parallel_results_empty_output": (
+        AnthropicChatFormatter,
+        lambda: [
+            AssistantMsg(
+                "assistant",
+                [
+                    ToolCallBlock(id="a", name="f", input='{"x": 1}'),
+                    ToolCallBlock(id="b", name="g", input=""),
+                    ToolResultBlock(id="a", name="f", output="ra"),
+                    ToolResultBlock(id="b", name="g", output=""),
+                    TextBlock(text="done"),
+                ],
+            )
+        ],
+    ),
+    "anthropic_chat.complex": (AnthropicChatFormatter, complex_msgs),
+    "anthropic_chat.hint": (AnthropicChatFormatter, hint_msgs),
+    "anthropic_chat.pdf": (AnthropicChatFormatter, pdf_msgs),
+    "anthropic_chat.truncated_tool_input": (
+        AnthropicChatFormatter,
+        lambda: [
+            AssistantMsg("assistant", [ToolCallBlock(id="c", name="f", input='{"city": "Tok')])
+        ],
+    ),
+    "anthropic_multi.full": (
+        AnthropicMultiAgentFormatter,
+        lambda: sys_msgs() + conv() + tools_msgs(),
+    ),
+    "anthropic_multi.two_groups": (AnthropicMultiAgentFormatter, two_groups),
+}
+
+
+def test_every_anthropic_golden_case_is_covered() -> None:
+    anthropic_cases = {
+        name for name in golden_cases() if name.startswith(("anthropic_chat.", "anthropic_multi."))
+    }
+
+    assert anthropic_cases == set(CASES)
+    assert len(CASES) == 11
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_golden(case: str) -> None:
+    formatter_cls, build = CASES[case]
+
+    out = await formatter_cls().format(build())
+
+    assert json.dumps(out) == json.dumps(golden_cases()[case])
+
+
+# -- media ----------------------------------------------------------------------------------
+
+
+def test_input_types() -> None:
+    formatter = AnthropicChatFormatter()
+
+    assert formatter.input_types == ["text/plain", "image/*", "application/pdf"]
+    assert formatter.is_supported("image/webp")
+    assert not formatter.is_supported("audio/wav")
+    assert AnthropicMultiAgentFormatter().input_types == formatter.input_types
+
+
+async def test_remote_and_file_images_are_inlined(nursery: trio.Nursery, tmp_path: Path) -> None:
+    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
+    url = server.add_file("pic.jpg", b"\xff\xd8 fake jpeg", "image/jpeg")
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(b"%PDF local")
+    msg = UserMsg(
+        "user",
+        [
+            DataBlock(source=URLSource(url=url, media_type="image/jpeg")),
+            DataBlock(source=URLSource(url=path.as_uri(), media_type="application/pdf")),
+        ],
+    )
+
+    (out,) = await AnthropicChatFormatter().format([msg])
+
+    assert out == {
+        "role": "user",
+        "content": [
+            {
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": "image/jpeg",
+                    "data": base64.b64encode(b"\xff\xd8 fake jpeg").decode(),
+                },
+            },
+            {
+                "type": "document",
+                "source": {
+                    "type": "base64",
+                    "media_type": "application/pdf",
+                    "data": base64.b64encode(b"%PDF local").decode(),
+                },
+            },
+        ],
+    }
+    assert [r.path for r in server.requests] == ["/files/pic.jpg"]
+
+
+async def test_unsupported_media_is_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    audio = DataBlock(source=Base64Source(data="UklGRg==", media_type="audio/wav"))
+    csv = DataBlock(source=Base64Source(data="QQ==", media_type="text/csv"))
+    formatter = AnthropicChatFormatter(input_types=["text/plain", "image/*", "text/*"])
+
+    with caplog.at_level(logging.WARNING, "trioagent.formatter"):
+        out = await formatter.format([UserMsg("user", [TextBlock(text="see"), audio, csv])])
+
+    assert out == [{"role": "user", "content": [{"type": "text", "text": "see"}]}]
+    assert "audio/wav" in caplog.text
+    assert "text/csv" in caplog.text
+
+
+async def test_unsupported_tool_result_media_is_described_in_text() -> None:
+    msg = AssistantMsg(
+        "assistant",
+        [
+            ToolCallBlock(id="c", name="film", input="{}"),
+            ToolResultBlock(
+                id="c",
+                name="film",
+                output=[
+                    DataBlock(source=URLSource(url="https://x/v.mp4", media_type="video/mp4")),
+                    DataBlock(source=Base64Source(data="AAAA", media_type="audio/wav")),
+                    TextBlock(text=""),
+                ],
+            ),
+        ],
+    )
+
+    _, results = await AnthropicChatFormatter().format([msg])
+
+    assert results == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "c",
+                "content": [
+                    {"type": "text", "text": "[video file returned, URL: https://x/v.mp4]"},
+                    {"type": "text", "text": "[audio file returned, type: audio/wav]"},
+                ],
+            }
+        ],
+    }
+
+
+async def test_multimodal_hint_after_tool_results() -> None:
+    msg = AssistantMsg(
+        "assistant",
+        [
+            ToolCallBlock(id="c", name="shot", input="{}"),
+            ToolResultBlock(id="c", name="shot", output="taken"),
+            HintBlock(hint=[TextBlock(text="Inspect:"), TextBlock(text=""), image("b64", "H")]),
+            HintBlock(hint=""),
+            HintBlock(hint=[]),
+        ],
+    )
+
+    out = await AnthropicChatFormatter().format([msg])
+
+    assert [m["role"] for m in out] == ["assistant", "user", "user"]
+    assert out[1]["content"][0]["type"] == "tool_result"
+    assert out[2]["content"] == [
+        {"type": "text", "text": "Inspect:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}},
+    ]
+
+
+async def test_hint_between_results_and_text_flushes_the_results_as_user() -> None:
+    msg = AssistantMsg(
+        "assistant",
+        [
+            ToolCallBlock(id="c", name="f", input="{}"),
+            ToolResultBlock(id="c", name="f", output="r"),
+            TextBlock(text="after"),
+            HintBlock(hint="be brief"),
+        ],
+    )
+
+    out = await AnthropicChatFormatter().format([msg])
+
+    assert [(m["role"], [p["type"] for p in m["content"]]) for m in out] == [
+        ("assistant", ["tool_use"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["text"]),
+        ("user", ["text"]),
+    ]
+
+
+async def test_unrepairable_tool_input_is_sent_as_empty_object(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    msg = AssistantMsg("assistant", [ToolCallBlock(id="c", name="f", input="not json at all")])
+
+    with caplog.at_level(logging.WARNING, "trioagent.formatter"):
+        (out,) = await AnthropicChatFormatter().format([msg])
+
+    assert out["content"] == [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]
+    assert "not a JSON object" in caplog.text
+
+
+async def test_empty_messages_are_dropped() -> None:
+    out = await AnthropicChatFormatter().format(
+        [
+            AssistantMsg("assistant", []),
+            AssistantMsg("a", [ThinkingBlock(thinking="unsigned")]),
+            UserMsg("u", ""),
+            SystemMsg("s", "late system"),
+        ]
+    )
+
+    assert out == [{"role": "system", "content": [{"type": "text", "text": "late system"}]}]
+
+
+async def test_format_requires_a_list_of_msgs() -> None:
+    with pytest.raises(TypeError, match="list of Msg"):
+        await AnthropicChatFormatter().format("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await AnthropicMultiAgentFormatter().format([{"role": "user"}])  # type: ignore[list-item]
+
+
+# -- multi-agent ---------------------------------------------------------------------------
+
+
+async def test_multi_agent_media_follows_its_line_and_prompt_wraps_once() -> None:
+    formatter = AnthropicMultiAgentFormatter(conversation_history_prompt="HISTORY:\n")
+    msgs = [
+        UserMsg("alice", [TextBlock(text="look"), image("b64", "A")]),
+        AssistantMsg("", "nice"),
+        AssistantMsg("bob", [ToolCallBlock(id="c", name="t", input="{}")]),
+        UserMsg("carol", [image("b64", "C")]),
+        AssistantMsg("dave", [ThinkingBlock(thinking="ignored"), TextBlock(text="bye")]),
+    ]
+
+    out = await formatter.format(msgs)
+
+    img = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64}}
+    assert out[0] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "HISTORY:\n<history>\nalice: look"},
+            img,
+            {"type": "text", "text": "Agent: nice\n</history>"},
+        ],
+    }
+    assert out[1] == {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "c", "name": "t", "input": {}}],
+    }
+    assert out[2] == {"role": "user", "content": [img, {"type": "text", "text": "dave: bye"}]}
+    assert len(out) == 3
+
+
+async def test_multi_agent_media_only_first_group_gets_tags() -> None:
+    out = await AnthropicMultiAgentFormatter().format(
+        [
+            SystemMsg("system", [TextBlock(text="A"), TextBlock(text="B")]),
+            AssistantMsg("a", [ThinkingBlock(thinking="nothing to show")]),
+            UserMsg("u", [image("b64", "X")]),
+        ]
+    )
+
+    assert out[0] == {"role": "system", "content": [{"type": "text", "text": "A\nB"}]}
+    first, img, last = out[1]["content"]
+    assert first["text"].startswith("# Conversation History\n")
+    assert first["text"].endswith("<history>\n")
+    assert img["type"] == "image"
+    assert last == {"type": "text", "text": "</history>"}
+    assert len(out) == 2

@@ -1,0 +1,330 @@
+"""Anthropic Messages API formatters (reference/model.md §3.3, §3.2).
+
+:class:`AnthropicChatFormatter` maps each ``Msg`` to Messages-API turns.  There is no ``name``
+field; text blocks are sent only when non-empty; thinking is replayed only when it carries
+an Anthropic ``signature`` (or is redacted thinking); tool calls become ``tool_use`` blocks
+with a parsed ``input`` object; tool results live in a ``user`` turn (consecutive results
+share one) and keep their images and PDFs inline; hints become separate ``user`` turns.  A
+system message is formatted like any other message (``role: "system"``);
+:class:`~trioagent.model.AnthropicChatModel` lifts a leading one into the top-level
+``system`` field.
+
+:class:`AnthropicMultiAgentFormatter` collapses runs of plain messages of several speakers
+into one ``user`` turn of ``name: text`` lines.  :class:`MiniMaxChatFormatter` (MiniMax's
+Anthropic-compatible API) also sends ``video/*`` media.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import httpx
+
+from ..exception import ToolJSONDecodeError
+from ..message import (
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ..model._json_repair import json_loads_with_repair
+from ._base import FormatterBase
+from ._openai import DEFAULT_CONVERSATION_HISTORY_PROMPT
+
+__all__ = ["AnthropicChatFormatter", "AnthropicMultiAgentFormatter", "MiniMaxChatFormatter"]
+
+logger = logging.getLogger("trioagent.formatter")
+
+_EMPTY_TOOL_OUTPUT = "(empty tool output)"
+
+
+class AnthropicChatFormatter(FormatterBase):
+    """Formats messages for the Anthropic Messages API (``POST /v1/messages``).
+
+    Media: images as ``image`` blocks and PDFs as ``document`` blocks, always inline base64
+    (remote and ``file://`` URLs are downloaded / read); other media is skipped with a
+    warning — inside a tool result it is described in text instead
+    (``[video file returned, URL: …]``).
+
+    Differences from the reference, on purpose: tool-call input that cannot be repaired into
+    a JSON object is sent as ``{}`` (with a warning) instead of failing every later call of
+    the conversation.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", "application/pdf")
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        return await self.format_messages(msgs, http_client)
+
+    async def format_messages(
+        self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        """Format ``msgs`` one by one (shared with the multi-agent formatter)."""
+        out: list[dict[str, Any]] = []
+        for msg in msgs:
+            await self._format_msg(msg, out, http_client)
+        return out
+
+    async def _format_msg(
+        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+    ) -> None:
+        content: list[dict[str, Any]] = []
+        has_tool_result = False
+
+        def flush(role: str) -> None:
+            nonlocal has_tool_result
+            if content:
+                out.append({"role": role, "content": list(content)})
+                content.clear()
+            has_tool_result = False
+
+        for block in msg.content:
+            if has_tool_result and content and not isinstance(block, ToolResultBlock):
+                flush("user")  # tool results always live in a user turn
+            match block:
+                case TextBlock():
+                    if block.text:
+                        content.append({"type": "text", "text": block.text})
+                case ThinkingBlock():
+                    if (thinking := self._thinking(block)) is not None:
+                        content.append(thinking)
+                case DataBlock():
+                    if (part := await self.format_data_block(block, http_client)) is not None:
+                        content.append(part)
+                case HintBlock():
+                    parts = await self._hint_parts(block, http_client)
+                    if parts:
+                        flush("user" if has_tool_result else msg.role)
+                        out.append({"role": "user", "content": parts})
+                case ToolCallBlock():
+                    content.append(
+                        {
+                            "type": "tool_use",
+                            "id": block.id,
+                            "name": block.name,
+                            "input": _tool_input(block),
+                        }
+                    )
+                case ToolResultBlock():
+                    if content and not has_tool_result:
+                        flush(msg.role)  # the assistant turn that made the calls
+                    content.append(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": block.id,
+                            "content": await self._tool_result_content(block, http_client),
+                        }
+                    )
+                    has_tool_result = True
+        flush("user" if has_tool_result else msg.role)
+
+    @staticmethod
+    def _thinking(block: ThinkingBlock) -> dict[str, Any] | None:
+        redacted = block.extra.get("redacted_thinking_data")
+        if redacted:
+            return {"type": "redacted_thinking", "data": redacted}
+        signature = block.extra.get("signature")
+        if signature:
+            return {"type": "thinking", "thinking": block.thinking, "signature": signature}
+        return None  # unsigned reasoning (another provider's) cannot be replayed
+
+    async def _hint_parts(
+        self, block: HintBlock, http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        if isinstance(block.hint, str):
+            return [{"type": "text", "text": block.hint}] if block.hint else []
+        parts: list[dict[str, Any]] = []
+        for item in block.hint:
+            if isinstance(item, TextBlock):
+                if item.text:
+                    parts.append({"type": "text", "text": item.text})
+            elif (part := await self.format_data_block(item, http_client)) is not None:
+                parts.append(part)
+        return parts
+
+    async def _tool_result_content(
+        self, block: ToolResultBlock, http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        if isinstance(block.output, str):
+            if block.output:
+                parts.append({"type": "text", "text": block.output})
+        else:
+            for item in block.output:
+                if isinstance(item, TextBlock):
+                    if item.text:
+                        parts.append({"type": "text", "text": item.text})
+                    continue
+                part = None
+                if self.is_supported(item.source.media_type):
+                    part = await self.format_data_block(item, http_client)
+                parts.append(part if part is not None else _media_fallback(item))
+        return parts or [{"type": "text", "text": _EMPTY_TOOL_OUTPUT}]
+
+    async def format_data_block(
+        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+    ) -> dict[str, Any] | None:
+        """An ``image`` / ``document`` block with inline base64 data, or ``None`` (skipped)."""
+        media_type = block.source.media_type
+        if not self.is_supported(media_type):
+            logger.warning("skipping a %s data block: not in %s", media_type, self.input_types)
+            return None
+        kind = self._media_kind(media_type)
+        if kind is None:
+            logger.warning("skipping a %s data block: not supported by Anthropic", media_type)
+            return None
+        data = await self.load_base64(block, http_client)
+        return {
+            "type": kind,
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
+
+    @staticmethod
+    def _media_kind(media_type: str) -> str | None:
+        """The Anthropic content-block type for a media type (``None``: not sendable)."""
+        if media_type.startswith("image/"):
+            return "image"
+        if media_type == "application/pdf":
+            return "document"
+        return None
+
+
+class MiniMaxChatFormatter(AnthropicChatFormatter):
+    """:class:`AnthropicChatFormatter` for MiniMax's Anthropic-compatible API: ``video/*``
+    media is also accepted, as ``{"type": "video", "source": {base64}}``."""
+
+    default_input_types: ClassVar[tuple[str, ...]] = (
+        *AnthropicChatFormatter.default_input_types,
+        "video/*",
+    )
+
+    @staticmethod
+    def _media_kind(media_type: str) -> str | None:
+        if media_type.startswith("video/"):
+            return "video"
+        return AnthropicChatFormatter._media_kind(media_type)
+
+
+def _tool_input(block: ToolCallBlock) -> dict[str, Any]:
+    try:
+        return json_loads_with_repair(block.input or "{}")
+    except ToolJSONDecodeError:
+        logger.warning(
+            "tool call %r of %r has input that is not a JSON object; sending {}",
+            block.id,
+            block.name,
+        )
+        return {}
+
+
+def _media_fallback(block: DataBlock) -> dict[str, Any]:
+    media_type = block.source.media_type
+    main = media_type.split("/", 1)[0]
+    if isinstance(block.source, Base64Source):
+        text = f"[{main} file returned, type: {media_type}]"
+    else:
+        text = f"[{main} file returned, URL: {block.source.url}]"
+    return {"type": "text", "text": text}
+
+
+class AnthropicMultiAgentFormatter(FormatterBase):
+    """Formats a conversation of several named agents for the Anthropic Messages API.
+
+    A leading system message becomes ``{"role": "system", "content": [text]}`` (lifted into
+    ``system`` by the model); each run of tool messages is formatted by
+    :class:`AnthropicChatFormatter`; each run of plain messages becomes one ``user`` turn
+    with a line ``name: text1 text2`` per message (its text blocks joined by spaces; the name
+    defaults to ``Agent``).  The first such turn is wrapped as ``conversation_history_prompt
+    + "<history>\\n" … "\\n</history>"``; later ones hold the raw lines, as the reference.
+
+    Media in the history (images, PDFs) is inlined where it occurs.  Unlike the reference,
+    which puts a message's own text line *after* that message's media, the line comes
+    first: ``alice: look at this`` is followed by alice's image, not preceded by it.
+
+    Args:
+        input_types: accepted media types (as :class:`AnthropicChatFormatter`).
+        conversation_history_prompt: text put before the first ``<history>`` block.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = AnthropicChatFormatter.default_input_types
+
+    def __init__(
+        self,
+        input_types: Sequence[str] | None = None,
+        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    ) -> None:
+        super().__init__(input_types)
+        self.conversation_history_prompt = conversation_history_prompt
+
+    def _chat_formatter(self) -> AnthropicChatFormatter:
+        return AnthropicChatFormatter(input_types=self.input_types)
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        chat = self._chat_formatter()
+        out: list[dict[str, Any]] = []
+        if msgs and msgs[0].role == "system":
+            if text := msgs[0].get_text_content():
+                out.append({"role": "system", "content": [{"type": "text", "text": text}]})
+            msgs = msgs[1:]
+        is_first = True
+        for kind, group in self.group_messages(msgs):
+            if kind == "tool_sequence":
+                out.extend(await chat.format_messages(group, http_client))
+                continue
+            message = await self._history_message(chat, group, is_first, http_client)
+            if message is not None:
+                out.append(message)
+                is_first = False
+        return out
+
+    async def _history_message(
+        self,
+        chat: AnthropicChatFormatter,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
+    ) -> dict[str, Any] | None:
+        content: list[dict[str, Any]] = []
+        lines: list[str] = []
+
+        def flush_lines() -> None:
+            if lines:
+                content.append({"type": "text", "text": "\n".join(lines)})
+                lines.clear()
+
+        for msg in group:
+            texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
+            if texts:
+                lines.append(f"{msg.name or 'Agent'}: {' '.join(texts)}")
+            for block in msg.content:
+                if isinstance(block, DataBlock):
+                    part = await chat.format_data_block(block, http_client)
+                    if part is not None:
+                        flush_lines()
+                        content.append(part)
+        flush_lines()
+        if not content:
+            return None
+        if is_first:
+            head = self.conversation_history_prompt + "<history>\n"
+            if content[0]["type"] == "text":
+                content[0]["text"] = head + content[0]["text"]
+            else:
+                content.insert(0, {"type": "text", "text": head})
+            if content[-1]["type"] == "text":
+                content[-1]["text"] += "\n</history>"
+            else:
+                content.append({"type": "text", "text": "</history>"})
+        return {"role": "user", "content": content}

@@ -1,0 +1,288 @@
+"""OpenAI Responses API formatters (reference/model.md §3.9, §3.2).
+
+:class:`OpenAIResponseFormatter` turns ``Msg`` lists into Responses API *input items*:
+
+* text and media of a message become one ``{"role", "content": [parts]}`` item (assistant text
+  is ``output_text``, any other role's text ``input_text``; images ``input_image``, PDFs an
+  inline ``input_file``);
+* tool calls become top-level ``function_call`` items, emitted after the message content that
+  precedes them, and tool results ``function_call_output`` items — whose ``output`` keeps
+  images and PDFs natively (a list of parts) instead of promoting them to a user message;
+* hints become separate ``user`` items;
+* a thinking block that came from a Responses ``reasoning`` item (it carries the
+  ``reasoning_item_id`` / ``reasoning_item_raw`` extras the model stores) is replayed as that
+  reasoning item — ahead of the function calls it led to, as the API requires; other thinking
+  is dropped.
+
+:class:`OpenAIResponseMultiAgentFormatter` collapses runs of plain messages of several
+speakers into one ``<history>`` user item, like the OpenAI chat multi-agent formatter.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import httpx
+
+from ..message import (
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ._base import FormatterBase
+from ._openai import DEFAULT_CONVERSATION_HISTORY_PROMPT
+
+__all__ = ["OpenAIResponseFormatter", "OpenAIResponseMultiAgentFormatter"]
+
+logger = logging.getLogger("trioagent.formatter")
+
+_PDF = "application/pdf"
+
+
+class OpenAIResponseFormatter(FormatterBase):
+    """Formats messages as OpenAI Responses API input items (``POST /responses``).
+
+    Media: images as ``input_image`` (remote URLs passed through, base64 and ``file://`` as a
+    data URI), PDFs as an inline ``input_file`` (remote PDFs downloaded); audio, video and any
+    other media are skipped with a warning.  Inside a tool result, supported images and PDFs
+    stay in the ``function_call_output`` (its ``output`` becomes a list of parts); other media
+    is described in text (its URL, or a temporary file it was saved to).
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", _PDF)
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        out: list[dict[str, Any]] = []
+        for msg in msgs:
+            await self._format_msg(msg, out, http_client)
+        return out
+
+    async def _format_msg(
+        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+    ) -> None:
+        content: list[dict[str, Any]] = []
+        function_calls: list[dict[str, Any]] = []
+        replayed: set[str] = set()
+
+        def flush_content() -> None:
+            if content:
+                out.append({"role": msg.role, "content": list(content)})
+                content.clear()
+
+        def flush() -> None:
+            flush_content()
+            out.extend(function_calls)
+            function_calls.clear()
+
+        text_type = "output_text" if msg.role == "assistant" else "input_text"
+        for block in msg.content:
+            match block:
+                case TextBlock():
+                    content.append({"type": text_type, "text": block.text})
+                case DataBlock():
+                    if (part := await self.format_data_block(block, http_client)) is not None:
+                        content.append(part)
+                case HintBlock():
+                    flush()
+                    if (hint := await self._hint_item(block, http_client)) is not None:
+                        out.append(hint)
+                case ToolCallBlock():
+                    function_calls.append(
+                        {
+                            "type": "function_call",
+                            "call_id": block.id,
+                            "name": block.name,
+                            "arguments": block.input,
+                        }
+                    )
+                case ToolResultBlock():
+                    flush()
+                    out.append(
+                        {
+                            "type": "function_call_output",
+                            "call_id": block.id,
+                            "output": await self._tool_output(block.output, http_client),
+                        }
+                    )
+                case ThinkingBlock():
+                    item_id = block.extra.get("reasoning_item_id")
+                    if not isinstance(item_id, str) or not item_id or item_id in replayed:
+                        continue  # plain thinking is not replayed; one item per reasoning id
+                    replayed.add(item_id)
+                    if block.thinking:
+                        # Summary text follows the content before it; an empty block (the
+                        # model adds one at the end of a response for a reasoning item
+                        # without text) goes out at once, ahead of that response's content.
+                        flush_content()
+                    out.append(_reasoning_item(block, item_id))
+        flush()
+
+    async def _tool_output(
+        self, output: str | list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+    ) -> str | list[dict[str, Any]]:
+        """A tool result's ``output``: a string, or a list of parts when it holds an image or
+        PDF the model accepts."""
+        if isinstance(output, str):
+            return output
+        if not any(isinstance(b, DataBlock) and self._native(b) for b in output):
+            text, _ = await self.convert_tool_result_to_string(output)
+            return text
+        parts: list[dict[str, Any]] = []
+        for block in output:
+            if isinstance(block, TextBlock):
+                parts.append({"type": "input_text", "text": block.text})
+            elif self._native(block):
+                part = await self.format_data_block(block, http_client)
+                if part is not None:
+                    parts.append(part)
+            else:
+                text, _ = await self.convert_tool_result_to_string([block])
+                parts.append({"type": "input_text", "text": text})
+        return parts
+
+    def _native(self, block: DataBlock) -> bool:
+        media_type = block.source.media_type
+        return self.is_supported(media_type) and (
+            media_type.startswith("image/") or media_type == _PDF
+        )
+
+    async def _parts(
+        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if isinstance(block, TextBlock):
+                parts.append({"type": "input_text", "text": block.text})
+            elif (part := await self.format_data_block(block, http_client)) is not None:
+                parts.append(part)
+        return parts
+
+    async def _hint_item(
+        self, block: HintBlock, http_client: httpx.AsyncClient | None
+    ) -> dict[str, Any] | None:
+        if isinstance(block.hint, str):
+            return {"role": "user", "content": [{"type": "input_text", "text": block.hint}]}
+        parts = await self._parts(block.hint, http_client)
+        return {"role": "user", "content": parts} if parts else None
+
+    async def format_data_block(
+        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+    ) -> dict[str, Any] | None:
+        """One content part for a data block, or ``None`` when it is skipped."""
+        media_type = block.source.media_type
+        if not self.is_supported(media_type):
+            logger.warning("skipping a %s data block: not in %s", media_type, self.input_types)
+            return None
+        if media_type.startswith("image/"):
+            return {"type": "input_image", "image_url": await self._image_url(block)}
+        if media_type == _PDF:
+            data = await self.load_base64(block, http_client)
+            return {
+                "type": "input_file",
+                "filename": block.name or "document.pdf",
+                "file_data": f"data:{_PDF};base64,{data}",
+            }
+        logger.warning(
+            "skipping a %s data block: not supported by the OpenAI Responses API", media_type
+        )
+        return None
+
+    async def _image_url(self, block: DataBlock) -> str:
+        source = block.source
+        if isinstance(source, Base64Source):
+            return f"data:{source.media_type};base64,{source.data}"
+        if source.url.startswith("file://"):
+            data = await self.load_base64(block)
+            return f"data:{source.media_type};base64,{data}"
+        return source.url
+
+
+def _reasoning_item(block: ThinkingBlock, item_id: str) -> dict[str, Any]:
+    """The reasoning item to replay: the stored raw item, else one rebuilt from the text."""
+    raw = block.extra.get("reasoning_item_raw")
+    if isinstance(raw, dict) and raw.get("type") == "reasoning" and raw.get("id") == item_id:
+        return copy.deepcopy(raw)
+    summary = [{"type": "summary_text", "text": block.thinking}] if block.thinking else []
+    return {"type": "reasoning", "id": item_id, "summary": summary, "content": []}
+
+
+class OpenAIResponseMultiAgentFormatter(FormatterBase):
+    """Formats a conversation of several named agents for the OpenAI Responses API.
+
+    A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
+    messages is formatted by :class:`OpenAIResponseFormatter`; each run of plain messages
+    becomes one user item: ``name: text`` lines inside ``<history>`` tags as one
+    ``input_text`` part (the first such item is preceded by ``conversation_history_prompt``),
+    followed by the run's media parts.
+
+    Args:
+        input_types: accepted media types (as :class:`OpenAIResponseFormatter`).
+        conversation_history_prompt: text put before the first ``<history>`` block.
+    """
+
+    default_input_types: ClassVar[tuple[str, ...]] = OpenAIResponseFormatter.default_input_types
+
+    def __init__(
+        self,
+        input_types: Sequence[str] | None = None,
+        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    ) -> None:
+        super().__init__(input_types)
+        self.conversation_history_prompt = conversation_history_prompt
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        single = OpenAIResponseFormatter(input_types=self.input_types)
+        out: list[dict[str, Any]] = []
+        if msgs and msgs[0].role == "system":
+            out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
+            msgs = msgs[1:]
+        is_first = True
+        for kind, group in self.group_messages(msgs):
+            if kind == "tool_sequence":
+                out.extend(await single.format(group, http_client=http_client))
+                continue
+            item = await self._history_item(single, group, is_first, http_client)
+            if item is not None:
+                out.append(item)
+                is_first = False
+        return out
+
+    async def _history_item(
+        self,
+        single: OpenAIResponseFormatter,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
+    ) -> dict[str, Any] | None:
+        lines: list[str] = []
+        media: list[dict[str, Any]] = []
+        for msg in group:
+            for block in msg.content:
+                match block:
+                    case TextBlock():
+                        lines.append(f"{msg.name}: {block.text}")
+                    case DataBlock():
+                        part = await single.format_data_block(block, http_client)
+                        if part is not None:
+                            media.append(part)
+        content: list[dict[str, Any]] = []
+        if lines:
+            prompt = self.conversation_history_prompt if is_first else ""
+            text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
+            content.append({"type": "input_text", "text": text})
+        content.extend(media)
+        return {"role": "user", "content": content} if content else None

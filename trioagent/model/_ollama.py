@@ -1,0 +1,447 @@
+"""Ollama over httpx (reference/model.md §2.9, §8.11).
+
+``POST {host}/api/chat`` (no key; ``Authorization: Bearer`` only when an ``OLLAMA_API_KEY`` /
+``api_key`` is set, as for Ollama's hosted models).  A streamed answer is NDJSON: one JSON
+object per line, the last one with ``"done": true`` and the token counts.  The body is read
+line by line by :func:`read_ndjson` (a sans-IO :class:`NDJSONDecoder` fed from
+``response.aiter_text()``, with the same cleanup as :func:`~trioagent.model._http.read_sse`);
+a stream that ends before its ``done`` line raises
+:class:`~trioagent.exception.ModelStreamError`.
+
+Retries follow the reference (§1.9): only transport failures (connection refused or reset,
+read timeouts, a cut stream) are retried — never an HTTP error status, whose body
+(``{"error": "model 'x' not found"}``) becomes the typed error's message.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, ClassVar, cast
+
+import attrs
+import httpx
+import trio
+
+from .._ids import generate_id
+from ..credential import OllamaCredential
+from ..exception import ModelError, ModelStreamError, ModelUpstreamError
+from ..formatter import FormatterBase, OllamaChatFormatter
+from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._base import ChatModelBase
+from ._http import (
+    _discard_rest,
+    aclose_response,
+    error_from_payload,
+    error_from_transport,
+    send_request,
+)
+from ._response import ChatResponse, ChatUsage, ResponseBlock
+
+__all__ = [
+    "NDJSONDecoder",
+    "OllamaChatModel",
+    "OllamaChatParameters",
+    "OllamaStreamParser",
+    "read_ndjson",
+]
+
+logger = logging.getLogger("trioagent.model")
+
+_JSON_SPACE = " \t\r"  # JSON whitespace besides the "\n" that ends a line
+
+
+class NDJSONDecoder:
+    """Incremental splitter of newline-delimited JSON text into lines (sans-IO).
+
+    :meth:`feed` takes decoded text in arbitrary pieces and returns the lines it completed;
+    lines end with ``"\\n"`` only (a ``"\\r"`` before it is dropped, as other JSON whitespace
+    around a line), and blank lines are skipped.  :meth:`close` returns a last line that had
+    no newline, so a body that ends without one still yields its final object.
+    """
+
+    def __init__(self) -> None:
+        self._partial: list[str] = []  # pieces of the current incomplete line
+
+    def feed(self, text: str) -> list[str]:
+        """Consume a piece of the body; return the complete non-blank lines, in order."""
+        if "\n" not in text:
+            if text:
+                self._partial.append(text)  # joined once, when the line ends
+            return []
+        lines = text.split("\n")
+        lines[0] = "".join(self._partial) + lines[0]
+        tail = lines.pop()
+        self._partial = [tail] if tail else []
+        return [stripped for line in lines if (stripped := line.strip(_JSON_SPACE))]
+
+    def close(self) -> str | None:
+        """The buffered unterminated line (``None`` if there is none or it is blank)."""
+        rest = "".join(self._partial).strip(_JSON_SPACE)
+        self._partial = []
+        return rest or None
+
+
+async def read_ndjson(
+    response: httpx.Response,
+    handle: Callable[[str], Awaitable[bool]],
+) -> bool:
+    """Feed the response's NDJSON lines to ``handle`` until it returns ``True`` (the last line).
+
+    After that line the rest of the body is drained (so the connection can be reused).
+    Returns whether ``handle`` saw the last line; a connection failure mid-body raises
+    :class:`~trioagent.exception.ModelStreamError` (``ModelTimeoutError`` for a stall past the
+    read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed and
+    httpx's nested iterators finished, in this task, before the exception propagates.
+    """
+    decoder = NDJSONDecoder()
+    done = False
+    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
+    pieces = cast(AsyncGenerator[str, None], response.aiter_text())
+    async with contextlib.aclosing(pieces):
+        try:
+            async for piece in pieces:
+                for line in decoder.feed(piece):
+                    if not done:
+                        done = await handle(line)
+            if not done and (rest := decoder.close()) is not None:
+                done = await handle(rest)
+        except httpx.TransportError as exc:
+            if done:
+                return True
+            raise error_from_transport(exc, phase="body") from exc
+        except BaseException:
+            await _discard_rest(response, pieces)
+            raise
+    return done
+
+
+def _positive_or_none(
+    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
+) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value}")
+
+
+def _temperature(
+    instance: Any, attribute: attrs.Attribute[float | None], value: float | None
+) -> None:
+    if value is not None and not 0 <= value <= 2:
+        raise ValueError(f"{attribute.name} must be in [0, 2], got {value}")
+
+
+@attrs.define(kw_only=True)
+class OllamaChatParameters:
+    """Generation parameters of :class:`OllamaChatModel`.
+
+    ``max_tokens`` and ``temperature`` go to ``options`` (``num_predict``, ``temperature``);
+    ``thinking_enable`` is sent as ``think`` on every request (``false`` by default, so
+    thinking models such as qwen3 answer directly).
+    """
+
+    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    thinking_enable: bool = False
+    temperature: float | None = attrs.field(default=None, validator=_temperature)
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A tool call's arguments (a JSON object on Ollama's wire) as the block's input text."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    return json.dumps(arguments)
+
+
+class OllamaStreamParser:
+    """Turns Ollama ``/api/chat`` objects into delta chunks (reference §2.9, §8.11).
+
+    One parser per call: the text and thinking block ids and the response id are fixed per
+    call; every tool call (Ollama sends each one whole) gets a fresh id, since Ollama's own
+    ids are not used for replay (the formatter sends ``tool_name`` back, not ids).  Every line
+    becomes a delta carrying ``usage`` (``prompt_eval_count``/``eval_count``, 0 until the
+    last line reports them); lines without content are carriers, absorbed by the base class.
+    """
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.response_id = generate_id()
+        self.text_id = generate_id()
+        self.thinking_id = generate_id()
+
+    def _blocks(self, message: dict[str, Any], *, stream: bool) -> list[ResponseBlock]:
+        blocks: list[ResponseBlock] = []
+        thinking = message.get("thinking")
+        if isinstance(thinking, str) and thinking:
+            block_id = self.thinking_id if stream else generate_id()
+            blocks.append(ThinkingBlock(thinking=thinking, id=block_id))
+        text = message.get("content")
+        if isinstance(text, str) and text:
+            blocks.append(TextBlock(text=text, id=self.text_id if stream else generate_id()))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                function = {}
+            blocks.append(
+                ToolCallBlock(
+                    id=generate_id(),
+                    name=str(function.get("name") or ""),
+                    input=_arguments_text(function.get("arguments")),
+                )
+            )
+        return blocks
+
+    def _usage(self, chunk: dict[str, Any]) -> ChatUsage:
+        timings = {k: v for k, v in chunk.items() if k.endswith("_duration")}
+        return ChatUsage(
+            input_tokens=int(chunk.get("prompt_eval_count") or 0),
+            output_tokens=int(chunk.get("eval_count") or 0),
+            time=trio.current_time() - self.start,
+            metadata=timings or None,
+        )
+
+    @staticmethod
+    def _metadata(chunk: dict[str, Any]) -> dict[str, Any]:
+        reason = chunk.get("done_reason")
+        return {"finish_reason": reason} if chunk.get("done") and reason else {}
+
+    def parse(self, chunk: dict[str, Any]) -> ChatResponse:
+        """The delta for one line (a carrier when it holds no content)."""
+        message = chunk.get("message")
+        return ChatResponse(
+            content=self._blocks(message if isinstance(message, dict) else {}, stream=True),
+            is_last=False,
+            id=self.response_id,
+            usage=self._usage(chunk),
+            metadata=self._metadata(chunk),
+        )
+
+    def parse_completion(self, body: dict[str, Any]) -> ChatResponse:
+        """The complete response of a non-streaming call (usage only if both counts are
+        reported, as the reference)."""
+        message = body.get("message")
+        usage = None
+        if body.get("prompt_eval_count") is not None and body.get("eval_count") is not None:
+            usage = self._usage(body)
+        return ChatResponse(
+            content=self._blocks(message if isinstance(message, dict) else {}, stream=False),
+            is_last=True,
+            id=self.response_id,
+            usage=usage,
+            metadata=self._metadata(body),
+        )
+
+
+class OllamaChatModel(ChatModelBase):
+    """A model served by Ollama (``/api/chat``), streamed as NDJSON.
+
+    Args:
+        model: the model name (``"qwen3:8b"``).
+        credential: the server (default: ``OllamaCredential()``: ``OLLAMA_HOST`` or
+            ``http://localhost:11434``; no key needed).
+        parameters: generation parameters.
+        keep_alive: how long Ollama keeps the model loaded after the call (``"5m"``, seconds,
+            ``-1``); not sent when ``None`` (the server's default), as the reference.
+        extra_body: extra top-level request keys (``format``, ``options``, ...), merged after
+            the parameters; an ``options`` dict is merged into the parameters' options.
+        formatter: default :class:`~trioagent.formatter.OllamaChatFormatter`.
+        Other keyword arguments: see :class:`ChatModelBase`.  ``tool_choice`` is not supported
+        by Ollama: only its ``tools`` list filters the schemas (a mode other than ``auto`` is
+        logged and ignored).
+    """
+
+    type: ClassVar[str] = "ollama_chat"
+    Parameters: ClassVar[builtins.type[OllamaChatParameters]] = OllamaChatParameters
+    credential: OllamaCredential
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        credential: OllamaCredential | None = None,
+        parameters: OllamaChatParameters | None = None,
+        keep_alive: str | float | None = None,
+        extra_body: dict[str, Any] | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        max_retry_delay: float = 30.0,
+        context_size: int = 32768,
+        formatter: FormatterBase | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | None = None,
+        read_timeout: float | None = 120.0,
+        connect_timeout: float | None = 10.0,
+        interrupt_grace: float = 5.0,
+    ) -> None:
+        super().__init__(
+            model,
+            credential=credential or OllamaCredential(),
+            stream=stream,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+            context_size=context_size,
+            formatter=formatter or OllamaChatFormatter(),
+            http_client=http_client,
+            timeout=timeout,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+            interrupt_grace=interrupt_grace,
+        )
+        self.parameters = parameters or OllamaChatParameters()
+        self.keep_alive = keep_alive
+        self.extra_body = dict(extra_body) if extra_body else None
+
+    # -- request -------------------------------------------------------------------------------
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"Accept": "application/x-ndjson" if stream else "application/json"}
+        if key := self.credential.get_api_key():
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _format_tools(
+        self, tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
+    ) -> list[dict[str, Any]] | None:
+        if tool_choice is None:
+            return tools
+        if tools and tool_choice.tools:
+            allowed = set(tool_choice.tools)
+            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
+        if tool_choice.mode != "auto":
+            logger.warning(
+                "Ollama does not support tool_choice: mode %r ignored (tool_choice.tools "
+                "still filters the tool schemas)",
+                tool_choice.mode,
+            )
+        return tools
+
+    async def _build_body(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        formatter = self.formatter or OllamaChatFormatter()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": await formatter.format(messages, http_client=self.http_client),
+            "stream": stream,
+        }
+        p = self.parameters
+        options: dict[str, Any] = {}
+        if p.max_tokens is not None:
+            options["num_predict"] = p.max_tokens
+        if p.temperature is not None:
+            options["temperature"] = p.temperature
+        if options:
+            body["options"] = options
+        body["think"] = p.thinking_enable
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        call_kwargs = self._call_kwargs()
+        extra_body = call_kwargs.pop("extra_body", self.extra_body)
+        for extra in (extra_body or {}, call_kwargs):
+            for key, value in extra.items():
+                if key == "options" and isinstance(value, dict):
+                    body["options"] = {**body.get("options", {}), **value}
+                else:
+                    body[key] = value
+        if formatted_tools := self._format_tools(tools, tool_choice):
+            body["tools"] = formatted_tools
+        return body
+
+    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
+        return self.http_client.build_request(
+            "POST",
+            f"{self.credential.get_base_url()}/api/chat",
+            json=body,
+            headers=self._headers(stream=stream),
+        )
+
+    async def _send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
+        try:
+            return await send_request(self.http_client, request, stream=stream, redact=self._redact)
+        except ModelError as exc:
+            if exc.status_code is not None:
+                exc.retryable = False  # §1.9: Ollama never retries an HTTP error status
+            raise
+
+    def _decode(self, line: str) -> dict[str, Any]:
+        try:
+            payload = json.loads(line)
+        except ValueError as exc:
+            raise ModelStreamError(
+                f"unparseable line in the stream of {self.model!r}: {line[:200]!r}"
+            ) from exc
+        if not isinstance(payload, dict):
+            raise ModelStreamError(f"unexpected line in the stream: {line[:200]!r}")
+        if payload.get("error"):
+            raise error_from_payload(payload, redact=self._redact)
+        return payload
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
+        body = await self._build_body(messages, tools, tool_choice, stream=True)
+        request = self._request(body, stream=True)
+        parser = OllamaStreamParser(trio.current_time())
+
+        async def handle(line: str) -> bool:
+            payload = self._decode(line)
+            await send.send(parser.parse(payload))
+            return bool(payload.get("done"))
+
+        response = await self._send(request, stream=True)
+        try:
+            done = await read_ndjson(response, handle)
+        finally:
+            await aclose_response(response)
+        if not done:
+            raise ModelStreamError(
+                f"the stream of {self.model!r} ended before its last line ('\"done\": true'; "
+                "connection closed early, the response is incomplete)",
+                retryable=True,
+            )
+
+    async def _call_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        body = await self._build_body(messages, tools, tool_choice, stream=False)
+        request = self._request(body, stream=False)
+        parser = OllamaStreamParser(trio.current_time())
+        response = await self._send(request, stream=False)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise ModelUpstreamError(
+                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}",
+                retryable=False,
+            ) from exc
+        if not isinstance(payload, dict):
+            raise ModelUpstreamError(
+                f"unexpected response of {self.model!r}: {payload!r:.200}", retryable=False
+            )
+        if payload.get("error"):
+            raise error_from_payload(payload, redact=self._redact)
+        return parser.parse_completion(payload)
+
+    def _is_structured_output_fallback_error(self, exc: Exception) -> bool:
+        """None for Ollama (reference §1.6): a rejected request is raised, not worked around."""
+        return False

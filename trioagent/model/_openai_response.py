@@ -1,0 +1,504 @@
+"""OpenAI Responses API over httpx (reference/model.md §2.6).
+
+``POST {base_url}/responses`` with a Bearer key.  A streamed call reads typed SSE events
+(``response.output_text.delta``, ``response.function_call_arguments.delta``, ...) until
+``response.completed`` (or ``response.incomplete``); a stream that ends before it raises
+:class:`~trioagent.exception.ModelStreamError`, and ``response.failed`` / ``error`` events
+raise :class:`~trioagent.exception.ModelUpstreamError`.  The parser
+(:class:`OpenAIResponseStreamParser`) is sans-IO.
+
+Reasoning is kept for replay: every thinking block produced from a ``reasoning`` output item
+carries the extras ``reasoning_item_id`` and ``reasoning_item_raw`` (the item as the API
+returned it, ``null`` fields dropped), which
+:class:`~trioagent.formatter.OpenAIResponseFormatter` sends back as the reasoning item.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+import httpx
+import trio
+
+from .._ids import generate_id
+from ..credential import OpenAICredential
+from ..exception import ModelStreamError, ModelUpstreamError
+from ..formatter import FormatterBase, OpenAIResponseFormatter
+from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._base import ChatModelBase
+from ._http import aclose_response, error_from_payload, read_sse, send_request
+from ._openai import ReasoningEffort, _optional_range, _positive_or_none
+from ._response import ChatResponse, ChatUsage, ResponseBlock
+from ._sse import ServerSentEvent
+
+__all__ = ["OpenAIResponseModel", "OpenAIResponseParameters", "OpenAIResponseStreamParser"]
+
+_Redact = Callable[[str], str]
+
+#: Per-call body keys the Responses API does not take (chat-completions audio output).
+_DROPPED_CALL_KWARGS = ("modalities", "audio")
+_LITERAL_MODES = ("auto", "none", "required")
+
+
+@attrs.define(kw_only=True)
+class OpenAIResponseParameters:
+    """Generation parameters of :class:`OpenAIResponseModel`.
+
+    ``max_tokens`` is sent as ``max_output_tokens``; ``reasoning: {"effort": ...}`` is sent only
+    when ``thinking_enable`` is set and ``reasoning_effort`` is given.
+    """
+
+    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    thinking_enable: bool = False
+    reasoning_effort: ReasoningEffort | None = None
+    temperature: float | None = attrs.field(default=None, validator=_optional_range(0, 2))
+
+
+def _drop_none(value: Any) -> Any:
+    """A deep copy of a JSON value without ``null`` object members (pydantic's
+    ``exclude_none`` dump of the reference)."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _usage(raw: dict[str, Any], elapsed: float) -> ChatUsage:
+    details = raw.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return ChatUsage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        time=elapsed,
+        cache_input_tokens=int(cached) if cached is not None else 0,
+        metadata=dict(raw),
+    )
+
+
+def _finish_metadata(response: dict[str, Any]) -> dict[str, Any]:
+    """The upstream response id and why it stopped (``completed``, ``max_output_tokens``, ...)."""
+    metadata: dict[str, Any] = {}
+    if isinstance(response.get("id"), str):
+        metadata["response_id"] = response["id"]
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if reason or response.get("status"):
+        metadata["finish_reason"] = reason or response["status"]
+    return metadata
+
+
+def _error_from_event(payload: dict[str, Any], *, redact: _Redact) -> ModelUpstreamError:
+    """The error for a ``response.failed`` or ``error`` stream event (not retryable, as the
+    reference's ``openai.APIError``)."""
+    if payload.get("type") == "response.failed":
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        if not isinstance(error, dict):
+            return ModelUpstreamError(
+                "the response failed without an error message", code=None, retryable=False
+            )
+        return error_from_payload({"error": error}, redact=redact)
+    if isinstance(payload.get("error"), dict):
+        return error_from_payload(payload, redact=redact)
+    message = payload.get("message")
+    code = payload.get("code")
+    return ModelUpstreamError(
+        redact(str(message) if message else f"error event in the stream: {payload!r:.300}"),
+        code=str(code) if code else None,
+        retryable=False,
+    )
+
+
+class OpenAIResponseStreamParser:
+    """Turns Responses API stream events into delta chunks.
+
+    One parser per call.  Block ids are allocated per output item and part: a reasoning item
+    gets one thinking block per summary part (``reasoning_summary_text``) and per raw
+    reasoning part (``reasoning_text``); a message item one text block per content part; a
+    function call is keyed by its ``call_id`` (which becomes the tool-call block id).  Every
+    chunk carries one locally generated response id (the reference's behaviour); the upstream
+    ``resp_...`` id is kept in the final chunk's ``metadata["response_id"]``.
+    """
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.response_id = generate_id()
+        #: item id -> (event key -> block id), in allocation order.
+        self.thinking_ids: dict[str, dict[tuple[str, int], str]] = {}
+        self.text_ids: dict[tuple[str, int], str] = {}
+        #: function-call item id -> (call id, name).
+        self.calls: dict[str, tuple[str, str]] = {}
+        self.calls_sent: set[str] = set()
+        self.usage: ChatUsage | None = None
+        #: Whether the terminal event (``response.completed`` / ``.incomplete``) was seen.
+        self.done = False
+
+    def parse(self, payload: dict[str, Any], *, redact: _Redact) -> ChatResponse | None:
+        """The delta for one event (``None`` when it carries nothing).
+
+        Raises:
+            ModelUpstreamError: a ``response.failed`` or ``error`` event.
+        """
+        kind = payload.get("type")
+        match kind:
+            case "response.failed" | "error":
+                raise _error_from_event(payload, redact=redact)
+            case "response.reasoning_summary_text.delta":
+                return self._thinking(payload, "summary_index")
+            case "response.reasoning_text.delta":
+                return self._thinking(payload, "content_index")
+            case "response.output_text.delta" | "response.refusal.delta":
+                delta = payload.get("delta")
+                if not isinstance(delta, str) or not delta:
+                    return None
+                key = (str(payload.get("item_id") or ""), int(payload.get("content_index") or 0))
+                block_id = self.text_ids.setdefault(key, generate_id())
+                return self._delta([TextBlock(text=delta, id=block_id)])
+            case "response.output_item.added":
+                item = payload.get("item")
+                if isinstance(item, dict) and item.get("type") == "function_call":
+                    self._remember_call(item)
+                return None
+            case "response.function_call_arguments.delta":
+                delta = payload.get("delta")
+                call = self.calls.get(str(payload.get("item_id")))
+                if call is None or not isinstance(delta, str) or not delta:
+                    return None
+                self.calls_sent.add(str(payload.get("item_id")))
+                return self._delta([ToolCallBlock(id=call[0], name=call[1], input=delta)])
+            case "response.function_call_arguments.done":
+                item_id = str(payload.get("item_id"))
+                call = self.calls.get(item_id)
+                if call is None or item_id in self.calls_sent:
+                    return None
+                self.calls_sent.add(item_id)
+                arguments = payload.get("arguments") or "{}"
+                return self._delta([ToolCallBlock(id=call[0], name=call[1], input=arguments)])
+            case "response.completed" | "response.incomplete":
+                self.done = True
+                response = payload.get("response")
+                return self._finish(response if isinstance(response, dict) else {})
+        return None
+
+    def _thinking(self, payload: dict[str, Any], index_key: str) -> ChatResponse | None:
+        delta = payload.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return None
+        item_ids = self.thinking_ids.setdefault(str(payload.get("item_id") or ""), {})
+        key = (str(payload["type"]), int(payload.get(index_key) or 0))
+        block_id = item_ids.setdefault(key, generate_id())
+        return self._delta([ThinkingBlock(thinking=delta, id=block_id)])
+
+    def _remember_call(self, item: dict[str, Any]) -> None:
+        item_id = str(item.get("id") or "")
+        if item_id not in self.calls:
+            call_id = item.get("call_id") or item_id or f"call_{generate_id()}"
+            self.calls[item_id] = (str(call_id), str(item.get("name") or "unknown"))
+
+    def _finish(self, response: dict[str, Any]) -> ChatResponse:
+        """Usage, the reasoning-item extras on every thinking block of each reasoning item,
+        and any function call whose arguments were never streamed."""
+        if isinstance(response.get("usage"), dict) and response["usage"]:
+            self.usage = _usage(response["usage"], trio.current_time() - self.start)
+        blocks: list[ResponseBlock] = []
+        for item in response.get("output") or []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "reasoning" and item.get("id"):
+                item_id = str(item["id"])
+                extras = {"reasoning_item_id": item_id, "reasoning_item_raw": _drop_none(item)}
+                ids = self.thinking_ids.setdefault(item_id, {})
+                if not ids:
+                    ids[("metadata", 0)] = generate_id()
+                blocks.extend(
+                    ThinkingBlock(thinking="", id=block_id, extra=dict(extras))
+                    for block_id in ids.values()
+                )
+            elif item.get("type") == "function_call":
+                # Not in the reference: a call whose arguments never arrived as events
+                # would otherwise be lost.
+                item_id = str(item.get("id") or "")
+                self._remember_call(item)
+                if item_id not in self.calls_sent:
+                    self.calls_sent.add(item_id)
+                    call_id, name = self.calls[item_id]
+                    arguments = item.get("arguments") or "{}"
+                    blocks.append(ToolCallBlock(id=call_id, name=name, input=arguments))
+        return self._delta(blocks, _finish_metadata(response))
+
+    def _delta(
+        self, blocks: list[ResponseBlock], metadata: dict[str, Any] | None = None
+    ) -> ChatResponse:
+        return ChatResponse(
+            content=blocks,
+            is_last=False,
+            id=self.response_id,
+            usage=self.usage,
+            metadata=metadata or {},
+        )
+
+    def parse_response(self, body: dict[str, Any]) -> ChatResponse:
+        """The complete response of a non-streaming call."""
+        blocks: list[ResponseBlock] = []
+        for item in body.get("output") or []:
+            if not isinstance(item, dict):
+                continue
+            match item.get("type"):
+                case "reasoning":
+                    blocks.extend(_reasoning_blocks(item))
+                case "message":
+                    for part in item.get("content") or []:
+                        if not isinstance(part, dict):
+                            continue
+                        if part.get("type") == "output_text":
+                            blocks.append(TextBlock(text=str(part.get("text") or "")))
+                        elif part.get("type") == "refusal":
+                            blocks.append(TextBlock(text=str(part.get("refusal") or "")))
+                case "function_call":
+                    blocks.append(
+                        ToolCallBlock(
+                            id=str(
+                                item.get("call_id") or item.get("id") or f"call_{generate_id()}"
+                            ),
+                            name=str(item.get("name") or "unknown"),
+                            input=item.get("arguments") or "{}",
+                        )
+                    )
+        usage = None
+        if isinstance(body.get("usage"), dict) and body["usage"]:
+            usage = _usage(body["usage"], trio.current_time() - self.start)
+        return ChatResponse(
+            content=blocks,
+            is_last=True,
+            id=str(body.get("id") or generate_id()),
+            usage=usage,
+            metadata=_finish_metadata(body),
+        )
+
+
+def _reasoning_blocks(item: dict[str, Any]) -> list[ThinkingBlock]:
+    """One thinking block per summary text and per raw reasoning text of a reasoning item
+    (one empty block when it has neither), each carrying the item for replay."""
+    texts = [
+        str(part.get("text") or "")
+        for part in item.get("summary") or []
+        if isinstance(part, dict) and part.get("type") == "summary_text"
+    ]
+    texts += [
+        str(part.get("text") or "")
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "reasoning_text"
+    ]
+    if not item.get("id"):
+        return [ThinkingBlock(thinking=t) for t in texts]
+    extras = {"reasoning_item_id": str(item["id"]), "reasoning_item_raw": _drop_none(item)}
+    return [ThinkingBlock(thinking=t, extra=dict(extras)) for t in texts or [""]]
+
+
+class OpenAIResponseModel(ChatModelBase):
+    """The OpenAI Responses API (``POST /responses``).
+
+    Tools are sent in the Responses shape (``{"type": "function", "name", "description",
+    "parameters"}``), always the full list; ``tool_choice`` becomes the literal mode, a
+    ``{"type": "function", "name"}`` object for a tool name, or — when ``tool_choice.tools``
+    restricts the tools — ``{"type": "allowed_tools", "mode", "tools"}``.
+
+    Args:
+        model: the model name (``"o4-mini"``).
+        credential: key, organization and base URL (default: ``OpenAICredential()``, which
+            reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
+        parameters: generation parameters.
+        extra_body: extra top-level request keys (merged after the parameters).
+        formatter: default :class:`~trioagent.formatter.OpenAIResponseFormatter`.
+        Other keyword arguments: see :class:`ChatModelBase`.
+    """
+
+    type: ClassVar[str] = "openai_response"
+    Parameters: ClassVar[builtins.type[OpenAIResponseParameters]] = OpenAIResponseParameters
+    credential: OpenAICredential
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        credential: OpenAICredential | None = None,
+        parameters: OpenAIResponseParameters | None = None,
+        extra_body: dict[str, Any] | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        max_retry_delay: float = 30.0,
+        context_size: int = 200000,
+        formatter: FormatterBase | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | None = None,
+        read_timeout: float | None = 120.0,
+        connect_timeout: float | None = 10.0,
+        interrupt_grace: float = 5.0,
+    ) -> None:
+        super().__init__(
+            model,
+            credential=credential or OpenAICredential(),
+            stream=stream,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_retry_delay=max_retry_delay,
+            context_size=context_size,
+            formatter=formatter or OpenAIResponseFormatter(),
+            http_client=http_client,
+            timeout=timeout,
+            read_timeout=read_timeout,
+            connect_timeout=connect_timeout,
+            interrupt_grace=interrupt_grace,
+        )
+        self.parameters = parameters or OpenAIResponseParameters()
+        self.extra_body = dict(extra_body) if extra_body else None
+
+    # -- request -------------------------------------------------------------------------------
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.credential.get_api_key()}"}
+        if organization := self.credential.get_organization():
+            headers["OpenAI-Organization"] = organization
+        headers["Accept"] = "text/event-stream" if stream else "application/json"
+        return headers
+
+    @staticmethod
+    def _format_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if not tools:
+            return None
+        formatted = []
+        for tool in tools:
+            function = tool.get("function")
+            if tool.get("type", "function") == "function" and isinstance(function, dict):
+                formatted.append({"type": "function", **function})
+            else:
+                formatted.append(tool)  # already in the Responses shape, or a built-in tool
+        return formatted
+
+    @staticmethod
+    def _format_tool_choice(tool_choice: ToolChoice) -> str | dict[str, Any]:
+        if tool_choice.mode not in _LITERAL_MODES:
+            return {"type": "function", "name": tool_choice.mode}
+        if tool_choice.tools:
+            return {
+                "type": "allowed_tools",
+                "mode": tool_choice.mode,
+                "tools": [{"type": "function", "name": name} for name in tool_choice.tools],
+            }
+        return tool_choice.mode
+
+    async def _build_body(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        formatter = self.formatter or OpenAIResponseFormatter()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": await formatter.format(messages, http_client=self.http_client),
+            "stream": stream,
+        }
+        p = self.parameters
+        if p.max_tokens is not None:
+            body["max_output_tokens"] = p.max_tokens
+        if p.temperature is not None:
+            body["temperature"] = p.temperature
+        if p.thinking_enable and p.reasoning_effort:
+            body["reasoning"] = {"effort": p.reasoning_effort}
+        call_kwargs = self._call_kwargs()
+        for key in _DROPPED_CALL_KWARGS:
+            call_kwargs.pop(key, None)
+        extra_body = call_kwargs.pop("extra_body", self.extra_body)
+        if extra_body:
+            body.update(extra_body)
+        body.update(call_kwargs)
+        if (formatted_tools := self._format_tools(tools)) is not None:
+            body["tools"] = formatted_tools
+        if tool_choice is not None:
+            body["tool_choice"] = self._format_tool_choice(tool_choice)
+        return body
+
+    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
+        return self.http_client.build_request(
+            "POST",
+            f"{self.credential.get_base_url()}/responses",
+            json=body,
+            headers=self._headers(stream=stream),
+        )
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
+        body = await self._build_body(messages, tools, tool_choice, stream=True)
+        request = self._request(body, stream=True)
+        parser = OpenAIResponseStreamParser(trio.current_time())
+
+        async def handle(event: ServerSentEvent) -> bool:
+            data = event.data.strip()
+            if data == "[DONE]":
+                return True
+            try:
+                payload = json.loads(data)
+            except ValueError as exc:
+                raise ModelStreamError(
+                    f"unparseable event in the stream of {self.model!r}: {data[:200]!r}"
+                ) from exc
+            if not isinstance(payload, dict):
+                raise ModelStreamError(f"unexpected event in the stream: {data[:200]!r}")
+            if "type" not in payload and event.event != "message":
+                payload["type"] = event.event
+            if (delta := parser.parse(payload, redact=self._redact)) is not None:
+                await send.send(delta)
+            return parser.done
+
+        response = await send_request(self.http_client, request, stream=True, redact=self._redact)
+        try:
+            finished = await read_sse(response, handle)
+        finally:
+            await aclose_response(response)
+        if not finished or not parser.done:
+            raise ModelStreamError(
+                f"the stream of {self.model!r} ended before 'response.completed' (connection "
+                "closed early; the response is incomplete)",
+                retryable=True,
+            )
+
+    async def _call_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        body = await self._build_body(messages, tools, tool_choice, stream=False)
+        request = self._request(body, stream=False)
+        parser = OpenAIResponseStreamParser(trio.current_time())
+        response = await send_request(self.http_client, request, stream=False, redact=self._redact)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise ModelUpstreamError(
+                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}"
+            ) from exc
+        if not isinstance(payload, dict):
+            raise ModelUpstreamError(f"unexpected response of {self.model!r}: {payload!r:.200}")
+        if payload.get("error") or payload.get("status") == "failed":
+            raise error_from_payload(
+                {"error": payload.get("error") or "the response failed"}, redact=self._redact
+            )
+        return parser.parse_response(payload)
