@@ -259,6 +259,15 @@ class Agent:
         """
         return types.MappingProxyType(self._supervisor.handles)
 
+    def start_soon_supervised(self, fn: Callable[..., Awaitable[object]], *args: object) -> bool:
+        """Run ``fn(*args)`` in the supervision scope of ``async with agent:``.
+
+        For middleware work that may outlive a reply (a memory write, say): it is cancelled when
+        the scope closes, like a background tool.  Returns ``False`` and starts nothing when the
+        scope is not open, so the caller can await the work itself instead.
+        """
+        return self._supervisor.start_soon(fn, *args)
+
     async def observe(self, msgs: Msg | Sequence[Msg] | None) -> None:
         """Append messages to the context without replying (validated deep copies)."""
         if msgs is None:

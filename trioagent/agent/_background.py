@@ -137,6 +137,13 @@ class Supervisor:
             # ValueError from reply()) in a group; hand the caller the plain exception.
             raise unwrap_group(group) from None
 
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> bool:
+        """Run ``fn(*args)`` as a task of the supervision nursery; ``False`` when it is closed."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(fn, *args)
+        return True
+
     async def start(
         self, call: ToolCallBlock, body: Callable[[Sink], Awaitable[None]]
     ) -> BackgroundToolHandle:

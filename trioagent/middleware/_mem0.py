@@ -134,15 +134,6 @@ def _error_chunk(text: str) -> ToolChunk:
     return ToolChunk(content=[TextBlock(text=text)], state=ToolResultState.ERROR)
 
 
-def _supervision_nursery(agent: Any) -> trio.Nursery | None:
-    """The nursery of ``async with agent:`` when that scope is open (else ``None``)."""
-    supervisor = getattr(agent, "_supervisor", None)
-    if supervisor is None or not getattr(supervisor, "is_open", False):
-        return None
-    nursery = getattr(supervisor, "_nursery", None)
-    return nursery if isinstance(nursery, trio.Nursery) else None
-
-
 # -- the middleware -----------------------------------------------------------------------------
 
 
@@ -421,10 +412,7 @@ class Mem0Middleware(MiddlewareBase):
         return AssistantMsg("memory", [HintBlock(hint=text)])
 
     async def _dispatch_write(self, agent: Any, messages: list[dict[str, str]]) -> None:
-        nursery = None if self._await_write else _supervision_nursery(agent)
-        if nursery is not None:
-            nursery.start_soon(self._write_logged, messages)
-        else:
+        if self._await_write or not agent.start_soon_supervised(self._write_logged, messages):
             await self._write_logged(messages)
 
     async def _write_logged(self, messages: list[dict[str, str]]) -> None:
