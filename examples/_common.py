@@ -1,8 +1,8 @@
 """Shared helpers of the example suite: the model every example talks to, and the checks.
 
 By default an embedded OpenAI-compatible server runs on loopback (real sockets, real SSE),
-scripted per example.  Set ``TRIOAGENT_MODEL=openai:<model>`` (and ``OPENAI_API_KEY``, plus
-``OPENAI_BASE_URL`` for a compatible endpoint) to talk to a real provider instead; scripted
+scripted per example.  Set ``TRIOAGENT_MODEL=<provider>:<model>`` (e.g. ``openai:gpt-4o-mini`` with
+``OPENAI_API_KEY``, ``anthropic:claude-sonnet-4-5`` with ``ANTHROPIC_API_KEY``) to talk to a real provider instead; scripted
 replies are then ignored, and the checks that depend on the script are skipped.
 """
 
@@ -19,7 +19,12 @@ import trio
 from trioagent.agent import Agent, AgentState
 from trioagent.credential import OpenAICredential
 from trioagent.message import ToolCallBlock, ToolResultBlock
-from trioagent.model import ChatModelBase, OpenAIChatModel
+from trioagent.model import (
+    ChatModelBase,
+    OpenAIChatModel,
+    chat_model_from_spec,
+    credential_from_spec,
+)
 from trioagent.serialization import dumps, loads
 from trioagent.testing import (
     OpenAICompatibleServer,
@@ -34,6 +39,14 @@ def real_provider() -> str | None:
     return os.environ.get("TRIOAGENT_MODEL") or None
 
 
+if real_provider():
+    # Checked on import, before any example enters trio.run, so a typo is one clear line.
+    try:
+        credential_from_spec(real_provider() or "")
+    except ValueError as _exc:
+        sys.exit(f"TRIOAGENT_MODEL: {_exc}")
+
+
 async def open_model(
     nursery: trio.Nursery, script: Sequence[ScriptEntry], **model_kwargs: Any
 ) -> tuple[ChatModelBase, OpenAICompatibleServer | None]:
@@ -43,10 +56,7 @@ async def open_model(
     """
     configured = real_provider()
     if configured:
-        provider, _, name = configured.partition(":")
-        if provider != "openai" or not name:
-            sys.exit(f"TRIOAGENT_MODEL must look like 'openai:<model>', got {configured!r}")
-        return OpenAIChatModel(name, **model_kwargs), None
+        return chat_model_from_spec(configured, **model_kwargs), None
     server = await nursery.start(serve_openai_compatible, list(script))
     model = OpenAIChatModel(
         "trioagent-test",

@@ -114,9 +114,14 @@ def test_credential_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ChatSetupError, match="no API key for openai:m: set OPENAI_API_KEY"):
         _credential(ChatOptions(model="openai:m"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
-    name, credential = _credential(ChatOptions(model="openai:m", base_url="http://h:1/v1"))
-    assert name == "m"
+    spec, credential = _credential(ChatOptions(model="openai:m", base_url="http://h:1/v1"))
+    assert spec == "openai:m"
     assert credential.get_base_url() == "http://h:1/v1"
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ChatSetupError, match="set ANTHROPIC_API_KEY"):
+        _credential(ChatOptions(model="anthropic:claude-x"))
+    with pytest.raises(ChatSetupError, match="--model must be 'embedded' or a model must be"):
+        _credential(ChatOptions(model="nosuch:model"))
 
 
 async def test_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ import httpx
 import trio
 
 from .agent import Agent
-from .credential import OpenAICredential
+from .credential import CredentialBase
 from .event import (
     AgentEvent,
     ReplyEndEvent,
@@ -46,7 +46,7 @@ from .event import (
 )
 from .exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
 from .message import UserMsg
-from .model import ChatModelBase, OpenAIChatModel
+from .model import ChatModelBase, chat_model_from_spec, credential_from_spec
 from .permission import PermissionDecision
 from .testing import (
     OpenAICompatibleServer,
@@ -305,18 +305,17 @@ def _isatty(stream: TextIO) -> bool:
 # -- set-up --------------------------------------------------------------------------------------
 
 
-def _credential(options: ChatOptions) -> tuple[str, OpenAICredential]:
-    provider, _, name = options.model.partition(":")
-    if provider != "openai" or not name:
-        raise ChatSetupError(
-            f"--model must be 'embedded' or 'openai:<model>', got {options.model!r}"
-        )
-    credential = OpenAICredential(base_url=options.base_url)
+def _credential(options: ChatOptions) -> tuple[str, CredentialBase]:
+    try:
+        credential = credential_from_spec(options.model, base_url=options.base_url)
+    except ValueError as exc:
+        raise ChatSetupError(f"--model must be 'embedded' or {exc}") from None
     try:
         credential.get_api_key()
     except ModelCredentialError:
-        raise ChatSetupError(f"no API key for {options.model}: set OPENAI_API_KEY") from None
-    return name, credential
+        variables = " or ".join(credential.api_key_env)
+        raise ChatSetupError(f"no API key for {options.model}: set {variables}") from None
+    return options.model, credential
 
 
 async def _check_reachable(base_url: str) -> None:
@@ -361,11 +360,11 @@ async def run_chat(
     problems (missing key, unreachable server, bad ``--model``)."""
     stdin = stdin if stdin is not None else sys.stdin
     out = out if out is not None else sys.stdout
-    real: OpenAIChatModel | None = None
+    real: ChatModelBase | None = None
     if options.model != EMBEDDED:
-        name, credential = _credential(options)
+        spec, credential = _credential(options)
         await _check_reachable(credential.get_base_url())
-        real = OpenAIChatModel(name, credential=credential, max_retries=1, retry_delay=0.5)
+        real = chat_model_from_spec(spec, credential=credential, max_retries=1, retry_delay=0.5)
     async with trio.open_nursery() as nursery:
         server: OpenAICompatibleServer | None = None
         model: ChatModelBase

@@ -44,10 +44,16 @@ from ._openai_response import (
     OpenAIResponseModel as OpenAIResponseModel,
     OpenAIResponseParameters as OpenAIResponseParameters,
 )
+from ._registry import (
+    PROVIDERS as PROVIDERS,
+    chat_model_from_spec as chat_model_from_spec,
+    credential_from_spec as credential_from_spec,
+)
 from ._response import ChatResponse as ChatResponse, ChatUsage as ChatUsage
 from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
 __all__ = [
+    "PROVIDERS",
     "AnthropicChatModel",
     "AnthropicChatParameters",
     "ChatModelBase",
@@ -74,6 +80,8 @@ __all__ = [
     "StructuredResponse",
     "XAIChatModel",
     "XAIChatParameters",
+    "chat_model_from_spec",
+    "credential_from_spec",
     "flatten_json_schema",
     "json_loads_with_repair",
 ]
