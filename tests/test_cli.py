@@ -13,6 +13,7 @@ import select
 import socket
 import subprocess
 import sys
+import sysconfig
 import termios
 import time
 from collections.abc import Iterator
@@ -93,9 +94,9 @@ def test_run_one_example_by_number() -> None:
 
 
 def test_console_script_is_installed() -> None:
-    script = Path(sys.executable).parent / "trioagent"
-    if not script.exists():
-        pytest.skip("the console script is not next to this interpreter")
+    # pip puts console scripts in the interpreter's scripts directory (venv or not).
+    script = Path(sysconfig.get_path("scripts")) / "trioagent"
+    assert script.exists(), f"`pip install -e .` should have installed {script}"
     done = subprocess.run(
         [str(script), "examples", "--list"],
         capture_output=True,

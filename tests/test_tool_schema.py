@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Optional, Union
 
 import attrs
+import pydantic
 import pytest
 
 from trioagent.tool import FunctionTool
 from trioagent.tool._docstring import parse_docstring
 from trioagent.tool._schema import function_input_schema, remove_title_field
-
-pydantic = pytest.importorskip("pydantic")
 
 
 class Color(enum.Enum):
@@ -49,7 +48,7 @@ class Sub(pydantic.BaseModel):
     """A pydantic sub-model."""
 
     a: int
-    b: list[str] = []  # noqa: RUF012 - pydantic copies defaults
+    b: list[str] = []
 
 
 # -- functions whose schemas must equal pydantic's (the reference's extractor) -------------------
