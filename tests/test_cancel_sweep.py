@@ -346,3 +346,34 @@ def test_check_reply_rules_flags_a_missing_or_misplaced_end():
         check_reply_rules(state, "assistant", [begin, end, other])
     with pytest.raises(SweepViolation, match="not the last event"):
         check_reply_rules(state, "assistant", [end, begin])
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_structured_reply(autojump_clock, mode):
+    """A structured-output reply: text first (not enough), then the tool call."""
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "temperature": {"type": "number"}},
+        "required": ["city", "temperature"],
+    }
+
+    def make() -> Agent:
+        agent, _ = make_agent(
+            [
+                text_chunks("Let me ", "check."),
+                tool_call_chunks(
+                    "s1", "GenerateStructuredOutput", '{"city": "Paris", ', '"temperature": 21}'
+                ),
+            ]
+        )
+        return agent
+
+    def check(run) -> None:
+        if run.end is not None and run.end.finished_reason == "completed":
+            assert run.msg.structured_output == {"city": "Paris", "temperature": 21}
+
+    report = await cancel_sweep(
+        make, lambda: user("weather?"), mode=mode, check=check, structured_schema=schema
+    )
+    assert report.runs[0].msg.structured_output == {"city": "Paris", "temperature": 21}
+    assert report.outcomes["interrupted"] > 3

@@ -128,6 +128,7 @@ async def cancel_sweep(
     check: Callable[[SweepRun], None] | None = None,
     max_points: int | None = None,
     supervised: bool = False,
+    structured_schema: Any = None,
 ) -> SweepReport:
     """Cancel a reply after each of its schedule points and check the rules every time.
 
@@ -142,19 +143,21 @@ async def cancel_sweep(
         supervised: run each reply inside ``async with agent:`` (the supervision scope of
             background tools).  Leaving that scope is then part of the swept schedule, and
             every background task must have ended with exactly one result when it is left.
+        structured_schema: passed to each reply (a structured-output reply is swept).
 
     Returns:
         A :class:`SweepReport`; raises :class:`SweepViolation` on the first broken rule.
     """
     mode = CancelMode(mode)
-    baseline = await _run_once(make_agent, inputs, mode, None, supervised)
+    options = {"supervised": supervised, "structured_schema": structured_schema}
+    baseline = await _run_once(make_agent, inputs, mode, None, **options)
     _check_run(baseline, mode)
     if check is not None:
         check(baseline)
     runs = [baseline]
     points = baseline.steps if max_points is None else min(baseline.steps, max_points)
     for k in range(1, points + 1):
-        run = await _run_once(make_agent, inputs, mode, k, supervised)
+        run = await _run_once(make_agent, inputs, mode, k, **options)
         _check_run(run, mode)
         if check is not None:
             check(run)
@@ -168,6 +171,7 @@ async def _run_once(
     mode: CancelMode,
     cancel_at: int | None,
     supervised: bool = False,
+    structured_schema: Any = None,
 ) -> SweepRun:
     agent = make_agent()
     if inspect.isawaitable(agent):
@@ -207,7 +211,7 @@ async def _run_once(
     async def drive() -> None:
         if mode is CancelMode.INTERRUPT:
             # The channel form: the consumer keeps receiving after interrupt().
-            stream = agent.stream(run_inputs)
+            stream = agent.stream(run_inputs, structured_schema=structured_schema)
             try:
                 async with stream as reply:
                     async for event in reply:
@@ -220,7 +224,9 @@ async def _run_once(
             async def record(event: AgentEvent) -> None:
                 run.events.append(event)
 
-            run.msg = await agent.reply(run_inputs, on_event=record)
+            run.msg = await agent.reply(
+                run_inputs, structured_schema=structured_schema, on_event=record
+            )
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(body)
