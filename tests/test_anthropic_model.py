@@ -8,17 +8,25 @@ sockets and real HTTP/1.1; httpx is never patched.  Tests that sleep through bac
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from provider_kit import (
+    MSGS,
+    ScriptedRoute,
+    Sink,
+    agent_with_tool,
+    call_cancelled_after,
+    event_stream,
+    lookup_agent,
+    start_server,
+)
 
-from trioagent.agent import Agent, InjectionConfig
+from trioagent.agent import Agent
 from trioagent.credential import AnthropicCredential, MiniMaxCredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -33,7 +41,6 @@ from trioagent.message import (
     AssistantMsg,
     Base64Source,
     DataBlock,
-    Msg,
     SystemMsg,
     TextBlock,
     ThinkingBlock,
@@ -49,20 +56,16 @@ from trioagent.model import (
     MiniMaxChatParameters,
 )
 from trioagent.model._anthropic import AnthropicStreamParser
-from trioagent.permission import PermissionDecision
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
     ScriptedResponse,
     SweepRun,
     cancel_sweep,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
 KEY = "sk-ant-test-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 
 Event = tuple[str, dict[str, Any]]
 
@@ -73,7 +76,7 @@ def sse(events: list[Event]) -> list[bytes]:
 
 
 def streamed(events: list[Event], **kwargs: Any) -> ScriptedResponse:
-    return ScriptedResponse(body=sse(events), media_type="text/event-stream", **kwargs)
+    return event_stream(sse(events), **kwargs)
 
 
 def error_response(
@@ -209,41 +212,34 @@ def tool_events(call_id: str, name: str, arguments: str, *, msg_id: str) -> list
     ]
 
 
-class FakeAnthropic:
-    """A ``POST /v1/messages`` route on the loopback server, answering from a script."""
+class FakeAnthropic(ScriptedRoute):
+    """A ``POST /v1/messages`` route on the loopback server, answering from a script (an
+    event list is sent as an SSE stream)."""
 
     def __init__(self, server: OpenAICompatibleServer) -> None:
-        self.server = server
-        self.script: collections.deque[ScriptedResponse] = collections.deque()
-        server.add_route("POST", "/v1/messages", self._handle)
+        super().__init__(server, "/v1/messages")
 
     @property
     def base_url(self) -> str:
         return f"http://{self.server.host}:{self.server.port}"
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        return [r for r in self.server.requests if r.path == "/v1/messages"]
-
     def push(self, *entries: ScriptedResponse | list[Event]) -> None:
-        for entry in entries:
-            self.script.append(streamed(entry) if isinstance(entry, list) else entry)
+        super().push(*(streamed(e) if isinstance(e, list) else e for e in entries))
 
     def model(self, model: str = "claude-sonnet-4-5", **kwargs: Any) -> AnthropicChatModel:
         credential = AnthropicCredential(api_key=KEY, base_url=self.base_url)
         return AnthropicChatModel(model, credential=credential, **kwargs)
 
-    def _handle(self, request: RecordedRequest) -> ScriptedResponse:
+    def answer(self, request: RecordedRequest) -> ScriptedResponse:
         key = request.headers.get("x-api-key") or request.headers.get("authorization", "")
         if key.removeprefix("Bearer ") != KEY:
             return error_response(401, "authentication_error", f"invalid x-api-key: {key}")
-        return self.script.popleft()
+        return super().answer(request)
 
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
-    return server
+    return await start_server(nursery)
 
 
 @pytest.fixture
@@ -255,14 +251,6 @@ def fake(server: OpenAICompatibleServer) -> FakeAnthropic:
 async def model(fake: FakeAnthropic) -> AsyncIterator[AnthropicChatModel]:
     async with fake.model(retry_delay=0.5) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
 
 
 def describe(block: Any) -> tuple[Any, ...]:
@@ -808,20 +796,8 @@ async def test_cancel_mid_stream_closes_the_connection(
     server: OpenAICompatibleServer, fake: FakeAnthropic, model: AnthropicChatModel
 ) -> None:
     fake.push(streamed(A1, stall_after=8))  # stalls after the first text fragment
-    sink = Sink()
-    caught: list[BaseException] = []
 
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 3:
-            scope.cancel()
-
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+    sink, caught = await call_cancelled_after(model, 3)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items
@@ -924,25 +900,8 @@ async def test_agent_reply_with_a_tool_round(
     )
     seen: list[str] = []
 
-    async def lookup(city: str) -> str:
-        """Look up the weather.
-
-        Args:
-            city: the city.
-        """
-        seen.append(city)
-        return f"sunny in {city}"
-
-    toolkit = Toolkit()
-    toolkit.register_function(lookup, permission=PermissionDecision(behavior="allow", message="ok"))
     async with fake.model() as model:
-        agent = Agent(
-            "assistant",
-            "Be brief.",
-            model,
-            toolkit=toolkit,
-            injection_config=InjectionConfig(inject_runtime_state=False),
-        )
+        agent = lookup_agent(model, seen)
         msg = await agent.reply(UserMsg("user", "Weather in Paris?"))
 
     assert msg.get_text_content() == "It is sunny."
@@ -1025,7 +984,7 @@ async def test_cancel_sweep_over_a_tool_round(
         return f"sunny in {city}"
 
     async def make_agent() -> Agent:
-        server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
+        server = await start_server(nursery)
         fake = FakeAnthropic(server)
         fake.push(
             tool_events("toolu_w", "lookup", '{"city": "Paris"}', msg_id="msg_1"),
@@ -1034,17 +993,7 @@ async def test_cancel_sweep_over_a_tool_round(
         model = fake.model(read_timeout=None, connect_timeout=None, max_retries=0)
         servers.append(server)
         models.append(model)
-        toolkit = Toolkit()
-        toolkit.register_function(
-            lookup, permission=PermissionDecision(behavior="allow", message="ok")
-        )
-        return Agent(
-            "assistant",
-            "Be brief.",
-            model,
-            toolkit=toolkit,
-            injection_config=InjectionConfig(inject_runtime_state=False),
-        )
+        return agent_with_tool(model, lookup)
 
     def no_busy_connection(run: SweepRun) -> None:
         pool = run.agent.model.http_client._transport._pool  # httpx internals: the live pool

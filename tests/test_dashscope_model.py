@@ -9,29 +9,25 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import AsyncIterator
-from functools import partial
 
 import pytest
 import trio
+from provider_kit import MSGS, Sink, replay, start_server
 
 from trioagent.credential import DashScopeCredential
 from trioagent.exception import ModelCredentialError
 from trioagent.formatter import DashScopeChatFormatter
-from trioagent.message import Msg, SystemMsg, TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
-from trioagent.model import ChatResponse, DashScopeChatModel, DashScopeChatParameters
+from trioagent.message import TextBlock, ThinkingBlock, ToolCallBlock
+from trioagent.model import DashScopeChatModel, DashScopeChatParameters
 from trioagent.testing import (
     OpenAICompatibleServer,
-    RecordedRequest,
     ScriptedError,
     ScriptedReply,
-    ScriptedResponse,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
 from trioagent.types import ToolChoice
 
 KEY = "sk-dashscope-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 TOOLS = [
     {
         "type": "function",
@@ -74,10 +70,7 @@ D2 = [
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 def credential(server: OpenAICompatibleServer) -> DashScopeCredential:
@@ -88,23 +81,6 @@ def credential(server: OpenAICompatibleServer) -> DashScopeCredential:
 async def model(server: OpenAICompatibleServer) -> AsyncIterator[DashScopeChatModel]:
     async with DashScopeChatModel("qwen-plus", credential=credential(server)) as model:
         yield model
-
-
-def replay(server: OpenAICompatibleServer, transcript: list[str]) -> None:
-    def handler(request: RecordedRequest) -> ScriptedResponse:
-        return ScriptedResponse(
-            body=[line.encode() for line in transcript], media_type="text/event-stream"
-        )
-
-    server.add_route("POST", "/v1/chat/completions", handler)
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
 
 
 def test_transcripts_are_valid_sse_json() -> None:
@@ -118,7 +94,7 @@ def test_transcripts_are_valid_sse_json() -> None:
 async def test_d1_text_and_usage_only_chunk(
     server: OpenAICompatibleServer, model: DashScopeChatModel
 ) -> None:
-    replay(server, D1)
+    replay(server, "/v1/chat/completions", D1)
     sink = Sink()
 
     final = await model(MSGS, emit=sink)
@@ -142,7 +118,7 @@ async def test_d1_text_and_usage_only_chunk(
 async def test_d2_thinking_text_and_tool_call_continuation(
     server: OpenAICompatibleServer, model: DashScopeChatModel
 ) -> None:
-    replay(server, D2)
+    replay(server, "/v1/chat/completions", D2)
     sink = Sink()
 
     final = await model(MSGS, emit=sink)

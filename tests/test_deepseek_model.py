@@ -8,29 +8,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from functools import partial
 
 import pytest
 import trio
+from provider_kit import MSGS, Sink, replay, start_server
 
 from trioagent.credential import DeepSeekCredential
 from trioagent.exception import ModelCredentialError
 from trioagent.formatter import DeepSeekChatFormatter
-from trioagent.message import Msg, SystemMsg, TextBlock, ThinkingBlock, UserMsg
-from trioagent.model import ChatResponse, DeepSeekChatModel, DeepSeekChatParameters
+from trioagent.message import TextBlock, ThinkingBlock
+from trioagent.model import DeepSeekChatModel, DeepSeekChatParameters
 from trioagent.testing import (
     OpenAICompatibleServer,
-    RecordedRequest,
     ScriptedError,
     ScriptedReply,
-    ScriptedResponse,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
 from trioagent.types import ToolChoice
 
 KEY = "sk-deepseek-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 TOOLS = [
     {
         "type": "function",
@@ -56,10 +52,7 @@ DS1 = [
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 def credential(server: OpenAICompatibleServer) -> DeepSeekCredential:
@@ -72,14 +65,6 @@ async def model(server: OpenAICompatibleServer) -> AsyncIterator[DeepSeekChatMod
         yield model
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
 def test_transcript_is_valid_sse_json() -> None:
     for line in DS1[:-1]:
         assert isinstance(json.loads(line.removeprefix("data: ")), dict)
@@ -88,12 +73,7 @@ def test_transcript_is_valid_sse_json() -> None:
 async def test_transcript_reasoning_then_text_usage_on_last_choice_chunk(
     server: OpenAICompatibleServer, model: DeepSeekChatModel
 ) -> None:
-    def handler(request: RecordedRequest) -> ScriptedResponse:
-        return ScriptedResponse(
-            body=[line.encode() for line in DS1], media_type="text/event-stream"
-        )
-
-    server.add_route("POST", "/chat/completions", handler)
+    replay(server, "/chat/completions", DS1)
     sink = Sink()
 
     final = await model(MSGS, emit=sink)

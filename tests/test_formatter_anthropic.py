@@ -16,6 +16,20 @@ from typing import Any
 
 import pytest
 import trio
+from golden_inputs import (
+    B64,
+    complex_msgs as plain_complex_msgs,
+    conv,
+    golden_cases,
+    hint_msgs,
+    image,
+    pdf_msgs,
+    sys_msgs,
+    toolimg,
+    tools_msgs,
+    truncated_tool_msgs,
+    two_groups,
+)
 
 from trioagent.formatter import (
     AnthropicChatFormatter,
@@ -38,155 +52,12 @@ from trioagent.message import (
 )
 from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
 
-GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
-
-B64 = "ZmFrZSBpbWFnZSBkYXRh"
-PDF = "JVBERi0xLjQgZmFrZQ=="
-IMG_URL = "https://example.com/image.png"
-
-
-def golden_cases() -> dict[str, list[dict[str, Any]]]:
-    cases = {}
-    for line in GOLDEN.read_text("utf-8").splitlines():
-        case = json.loads(line)
-        cases[case["case"]] = case["out"]
-    return cases
-
-
-# -- fixtures of reference/model.md §7 -------------------------------------------------------
-
-
-def image(src: str, block_id: str) -> DataBlock:
-    source: URLSource | Base64Source
-    if src == "url":
-        source = URLSource(url=IMG_URL, media_type="image/png")
-    else:
-        source = Base64Source(data=B64, media_type="image/png")
-    return DataBlock(id=block_id, source=source)
-
-
-def sys_msgs() -> list[Msg]:
-    return [SystemMsg("system", "You're a helpful assistant.")]
-
-
-def conv() -> list[Msg]:
-    return [
-        UserMsg("user", "What is the capital of France?"),
-        AssistantMsg("assistant", "The capital of France is Paris."),
-        UserMsg("user", "What is the capital of Germany?"),
-        AssistantMsg("assistant", "The capital of Germany is Berlin."),
-        UserMsg("user", "What is the capital of Japan?"),
-    ]
-
-
-def tools_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
-                ToolResultBlock(
-                    id="call_1",
-                    name="get_capital",
-                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
-                ),
-                TextBlock(text="The capital of Japan is Tokyo."),
-            ],
-        )
-    ]
-
 
 def complex_msgs() -> list[Msg]:
     """COMPLEX with a signed first thinking block (t1/s1); the other two are unsigned."""
-
-    def call(n: int) -> ToolCallBlock:
-        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
-
-    def result(n: int) -> ToolResultBlock:
-        return ToolResultBlock(
-            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
-        )
-
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ThinkingBlock(thinking="t1", extra={"signature": "s1"}),
-                TextBlock(text="text_1"),
-                call(1),
-                call(2),
-                result(1),
-                result(2),
-                ThinkingBlock(thinking="thinking_2"),
-                TextBlock(text="text_2"),
-                call(3),
-                result(3),
-                call(4),
-                result(4),
-                ThinkingBlock(thinking="thinking_3"),
-                TextBlock(text="text_3"),
-            ],
-        )
-    ]
-
-
-def hint_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                TextBlock(text="Let me think about that."),
-                HintBlock(hint="Remember to be concise."),
-                TextBlock(text="Here is my answer."),
-            ],
-        )
-    ]
-
-
-def toolimg(src: str) -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
-                ToolResultBlock(
-                    id="call_img",
-                    name="get_map",
-                    output=[TextBlock(text="Here is the map."), image(src, "IMGID")],
-                ),
-                TextBlock(text="Here is the map of Tokyo."),
-            ],
-        )
-    ]
-
-
-def two_groups() -> list[Msg]:
-    return [
-        UserMsg("alice", "Hi Bob"),
-        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
-        AssistantMsg(
-            "bob",
-            [
-                ToolCallBlock(id="c1", name="t", input="{}"),
-                ToolResultBlock(id="c1", name="t", output="ok"),
-            ],
-        ),
-        UserMsg("carol", "Me too"),
-    ]
-
-
-def pdf_msgs() -> list[Msg]:
-    return [
-        UserMsg(
-            "user",
-            [
-                TextBlock(text="Summarize this."),
-                DataBlock(
-                    name="report.pdf", source=Base64Source(data=PDF, media_type="application/pdf")
-                ),
-            ],
-        )
-    ]
+    (msg,) = plain_complex_msgs()
+    msg.content[0] = ThinkingBlock(thinking="t1", extra={"signature": "s1"})
+    return [msg]
 
 
 CASES: dict[str, tuple[type[FormatterBase], Any]] = {
@@ -236,12 +107,7 @@ CASES: dict[str, tuple[type[FormatterBase], Any]] = {
     "anthropic_chat.complex": (AnthropicChatFormatter, complex_msgs),
     "anthropic_chat.hint": (AnthropicChatFormatter, hint_msgs),
     "anthropic_chat.pdf": (AnthropicChatFormatter, pdf_msgs),
-    "anthropic_chat.truncated_tool_input": (
-        AnthropicChatFormatter,
-        lambda: [
-            AssistantMsg("assistant", [ToolCallBlock(id="c", name="f", input='{"city": "Tok')])
-        ],
-    ),
+    "anthropic_chat.truncated_tool_input": (AnthropicChatFormatter, truncated_tool_msgs),
     "anthropic_multi.full": (
         AnthropicMultiAgentFormatter,
         lambda: sys_msgs() + conv() + tools_msgs(),

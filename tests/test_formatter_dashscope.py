@@ -1,7 +1,7 @@
 """DashScope formatters (trioagent/formatter/_dashscope.py).
 
 Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures are shared with the OpenAI formatter tests.
+byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 import trio
-from test_formatter_openai import (
+from golden_inputs import (
     complex_msgs,
     conv,
     golden_cases,
     hint_msgs,
     image,
     sys_msgs,
+    thinking_msgs,
     toolimg,
     tools_msgs,
     two_groups,
@@ -79,14 +80,7 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], list[Msg]]]] = {
         DashScopeChatFormatter,
         lambda: [UserMsg("user", [_data("https://example.com/v.mp4", "video/mp4")])],
     ),
-    "dashscope_chat.thinking_dropped_default": (
-        DashScopeChatFormatter,
-        lambda: [
-            AssistantMsg(
-                "assistant", [ThinkingBlock(thinking="inner thoughts"), TextBlock(text="reply")]
-            )
-        ],
-    ),
+    "dashscope_chat.thinking_dropped_default": (DashScopeChatFormatter, thinking_msgs),
     "dashscope_chat.thinking_with_flag": (
         partial(DashScopeChatFormatter, input_types=["text/plain", "image/*", THINKING]),
         _thinking_reply,

@@ -1,7 +1,7 @@
 """DeepSeek formatters (trioagent/formatter/_deepseek.py).
 
 Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures are shared with the OpenAI formatter tests.
+byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_formatter_openai import (
+from golden_inputs import (
     B64,
     complex_msgs,
     conv,

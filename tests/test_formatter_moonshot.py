@@ -1,7 +1,7 @@
 """Moonshot formatters (trioagent/formatter/_moonshot.py).
 
 Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures are shared with the OpenAI formatter tests.
+byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import trio
-from test_formatter_openai import (
+from golden_inputs import (
     B64,
     complex_msgs,
     conv,

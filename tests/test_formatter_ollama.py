@@ -14,6 +14,19 @@ from typing import Any
 
 import pytest
 import trio
+from golden_inputs import (
+    B64,
+    b64_image,
+    complex_msgs,
+    conv,
+    golden_cases,
+    hint_msgs,
+    sys_msgs,
+    toolimg,
+    tools_msgs,
+    truncated_tool_msgs,
+    two_groups,
+)
 
 from trioagent.formatter import FormatterBase, OllamaChatFormatter, OllamaMultiAgentFormatter
 from trioagent.message import (
@@ -21,8 +34,6 @@ from trioagent.message import (
     Base64Source,
     DataBlock,
     HintBlock,
-    Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -32,149 +43,16 @@ from trioagent.message import (
 )
 from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
 
-GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
-
-B64 = "ZmFrZSBpbWFnZSBkYXRh"
-
-
-def golden_cases() -> dict[str, list[dict[str, Any]]]:
-    cases = {}
-    for line in GOLDEN.read_text("utf-8").splitlines():
-        case = json.loads(line)
-        cases[case["case"]] = case["out"]
-    return cases
-
-
-# -- fixtures of reference/model.md §7 -------------------------------------------------------
-
-
-def b64_image(block_id: str = "I") -> DataBlock:
-    return DataBlock(id=block_id, source=Base64Source(data=B64, media_type="image/png"))
-
-
-def sys_msgs() -> list[Msg]:
-    return [SystemMsg("system", "You're a helpful assistant.")]
-
-
-def conv() -> list[Msg]:
-    return [
-        UserMsg("user", "What is the capital of France?"),
-        AssistantMsg("assistant", "The capital of France is Paris."),
-        UserMsg("user", "What is the capital of Germany?"),
-        AssistantMsg("assistant", "The capital of Germany is Berlin."),
-        UserMsg("user", "What is the capital of Japan?"),
-    ]
-
-
-def tools_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
-                ToolResultBlock(
-                    id="call_1",
-                    name="get_capital",
-                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
-                ),
-                TextBlock(text="The capital of Japan is Tokyo."),
-            ],
-        )
-    ]
-
-
-def complex_msgs() -> list[Msg]:
-    def call(n: int) -> ToolCallBlock:
-        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
-
-    def result(n: int) -> ToolResultBlock:
-        return ToolResultBlock(
-            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
-        )
-
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ThinkingBlock(thinking="thinking_1"),
-                TextBlock(text="text_1"),
-                call(1),
-                call(2),
-                result(1),
-                result(2),
-                ThinkingBlock(thinking="thinking_2"),
-                TextBlock(text="text_2"),
-                call(3),
-                result(3),
-                call(4),
-                result(4),
-                ThinkingBlock(thinking="thinking_3"),
-                TextBlock(text="text_3"),
-            ],
-        )
-    ]
-
-
-def hint_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                TextBlock(text="Let me think about that."),
-                HintBlock(hint="Remember to be concise."),
-                TextBlock(text="Here is my answer."),
-            ],
-        )
-    ]
-
-
-def toolimg_b64() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
-                ToolResultBlock(
-                    id="call_img",
-                    name="get_map",
-                    output=[TextBlock(text="Here is the map."), b64_image("IMGID")],
-                ),
-                TextBlock(text="Here is the map of Tokyo."),
-            ],
-        )
-    ]
-
-
-def two_groups() -> list[Msg]:
-    return [
-        UserMsg("alice", "Hi Bob"),
-        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
-        AssistantMsg(
-            "bob",
-            [
-                ToolCallBlock(id="c1", name="t", input="{}"),
-                ToolResultBlock(id="c1", name="t", output="ok"),
-            ],
-        ),
-        UserMsg("carol", "Me too"),
-    ]
-
-
 CASES: dict[str, tuple[type[FormatterBase], Any]] = {
     "ollama_chat.full": (OllamaChatFormatter, lambda: sys_msgs() + conv() + tools_msgs()),
     "ollama_chat.base64_image": (
         OllamaChatFormatter,
         lambda: [UserMsg("user", [TextBlock(text="What's this?"), b64_image()])],
     ),
-    "ollama_chat.tool_result_b64_image": (OllamaChatFormatter, toolimg_b64),
+    "ollama_chat.tool_result_b64_image": (OllamaChatFormatter, lambda: toolimg("b64")),
     "ollama_chat.complex": (OllamaChatFormatter, complex_msgs),
     "ollama_chat.hint": (OllamaChatFormatter, hint_msgs),
-    "ollama_chat.truncated_tool_input": (
-        OllamaChatFormatter,
-        lambda: [
-            AssistantMsg("assistant", [ToolCallBlock(id="c", name="f", input='{"city": "Tok')])
-        ],
-    ),
+    "ollama_chat.truncated_tool_input": (OllamaChatFormatter, truncated_tool_msgs),
     "ollama_multi.full": (
         OllamaMultiAgentFormatter,
         lambda: sys_msgs() + conv() + tools_msgs(),

@@ -15,6 +15,21 @@ from typing import Any
 
 import pytest
 import trio
+from golden_inputs import (
+    B64,
+    complex_msgs,
+    conv,
+    golden_cases,
+    hint_mm_msgs,
+    hint_msgs,
+    image,
+    pdf_msgs,
+    sys_msgs,
+    thinking_msgs,
+    toolimg,
+    tools_msgs,
+    two_groups,
+)
 
 from trioagent.formatter import FormatterBase, OpenAIChatFormatter, OpenAIMultiAgentFormatter
 from trioagent.message import (
@@ -22,7 +37,6 @@ from trioagent.message import (
     Base64Source,
     DataBlock,
     HintBlock,
-    Msg,
     SystemMsg,
     TextBlock,
     ThinkingBlock,
@@ -33,182 +47,14 @@ from trioagent.message import (
 )
 from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
 
-GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
-
-B64 = "ZmFrZSBpbWFnZSBkYXRh"
-PDF = "JVBERi0xLjQgZmFrZQ=="
-IMG_URL = "https://example.com/image.png"
-
-
-def golden_cases() -> dict[str, list[dict[str, Any]]]:
-    cases = {}
-    for line in GOLDEN.read_text("utf-8").splitlines():
-        case = json.loads(line)
-        cases[case["case"]] = case["out"]
-    return cases
-
-
-# -- fixtures of reference/model.md §7 -------------------------------------------------------
-
-
-def image(src: str, block_id: str) -> DataBlock:
-    source: URLSource | Base64Source
-    if src == "url":
-        source = URLSource(url=IMG_URL, media_type="image/png")
-    else:
-        source = Base64Source(data=B64, media_type="image/png")
-    return DataBlock(id=block_id, source=source)
-
-
-def sys_msgs() -> list[Msg]:
-    return [SystemMsg("system", "You're a helpful assistant.")]
-
-
-def conv(img: str | None) -> list[Msg]:
-    first: list[TextBlock | DataBlock] = [TextBlock(text="What is the capital of France?")]
-    if img is not None:
-        first.append(image(img, "IMG0"))
-    return [
-        UserMsg("user", first),
-        AssistantMsg("assistant", "The capital of France is Paris."),
-        UserMsg("user", "What is the capital of Germany?"),
-        AssistantMsg("assistant", "The capital of Germany is Berlin."),
-        UserMsg("user", "What is the capital of Japan?"),
-    ]
-
-
-def tools_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
-                ToolResultBlock(
-                    id="call_1",
-                    name="get_capital",
-                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
-                ),
-                TextBlock(text="The capital of Japan is Tokyo."),
-            ],
-        )
-    ]
-
-
-def complex_msgs() -> list[Msg]:
-    def call(n: int) -> ToolCallBlock:
-        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
-
-    def result(n: int) -> ToolResultBlock:
-        return ToolResultBlock(
-            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
-        )
-
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ThinkingBlock(thinking="thinking_1"),
-                TextBlock(text="text_1"),
-                call(1),
-                call(2),
-                result(1),
-                result(2),
-                ThinkingBlock(thinking="thinking_2"),
-                TextBlock(text="text_2"),
-                call(3),
-                result(3),
-                call(4),
-                result(4),
-                ThinkingBlock(thinking="thinking_3"),
-                TextBlock(text="text_3"),
-            ],
-        )
-    ]
-
-
-def hint_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                TextBlock(text="Let me think about that."),
-                HintBlock(hint="Remember to be concise."),
-                TextBlock(text="Here is my answer."),
-            ],
-        )
-    ]
-
-
-def hint_mm_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [HintBlock(hint=[TextBlock(text="Inspect this screenshot:"), image("b64", "H1")])],
-        )
-    ]
-
-
-def toolimg(src: str) -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
-                ToolResultBlock(
-                    id="call_img",
-                    name="get_map",
-                    output=[TextBlock(text="Here is the map."), image(src, "IMGID")],
-                ),
-                TextBlock(text="Here is the map of Tokyo."),
-            ],
-        )
-    ]
-
-
-def two_groups() -> list[Msg]:
-    return [
-        UserMsg("alice", "Hi Bob"),
-        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
-        AssistantMsg(
-            "bob",
-            [
-                ToolCallBlock(id="c1", name="t", input="{}"),
-                ToolResultBlock(id="c1", name="t", output="ok"),
-            ],
-        ),
-        UserMsg("carol", "Me too"),
-    ]
-
-
 CASES: dict[str, tuple[type[FormatterBase], Any]] = {
     "openai_chat.full": (OpenAIChatFormatter, lambda: sys_msgs() + conv("url") + tools_msgs()),
     "openai_chat.base64_image": (
         OpenAIChatFormatter,
         lambda: [UserMsg("user", [TextBlock(text="What's in this image?"), image("b64", "I")])],
     ),
-    "openai_chat.pdf": (
-        OpenAIChatFormatter,
-        lambda: [
-            UserMsg(
-                "user",
-                [
-                    TextBlock(text="Summarize this."),
-                    DataBlock(
-                        name="report.pdf",
-                        source=Base64Source(data=PDF, media_type="application/pdf"),
-                    ),
-                ],
-            )
-        ],
-    ),
-    "openai_chat.thinking_dropped": (
-        OpenAIChatFormatter,
-        lambda: [
-            AssistantMsg(
-                "assistant", [ThinkingBlock(thinking="inner thoughts"), TextBlock(text="reply")]
-            )
-        ],
-    ),
+    "openai_chat.pdf": (OpenAIChatFormatter, pdf_msgs),
+    "openai_chat.thinking_dropped": (OpenAIChatFormatter, thinking_msgs),
     "openai_chat.tool_result_url_image": (OpenAIChatFormatter, lambda: toolimg("url")),
     "openai_chat.complex": (OpenAIChatFormatter, complex_msgs),
     "openai_chat.hint": (OpenAIChatFormatter, hint_msgs),

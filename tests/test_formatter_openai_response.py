@@ -14,6 +14,19 @@ from typing import Any
 
 import pytest
 import trio
+from golden_inputs import (
+    B64,
+    IMG_URL,
+    PDF,
+    conv,
+    golden_cases,
+    hint_msgs,
+    image,
+    sys_msgs,
+    toolimg,
+    tools_msgs,
+    two_groups,
+)
 
 from trioagent.formatter import (
     FormatterBase,
@@ -36,55 +49,6 @@ from trioagent.message import (
 )
 from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
 
-GOLDEN = Path(__file__).with_name("golden_formatters.jsonl")
-
-B64 = "ZmFrZSBpbWFnZSBkYXRh"
-PDF = "JVBERi0xLjQgZmFrZQ=="
-IMG_URL = "https://example.com/image.png"
-
-
-def golden_cases() -> dict[str, list[dict[str, Any]]]:
-    cases = {}
-    for line in GOLDEN.read_text("utf-8").splitlines():
-        case = json.loads(line)
-        cases[case["case"]] = case["out"]
-    return cases
-
-
-# -- fixtures of reference/model.md §7 -------------------------------------------------------
-
-
-def image(src: str, block_id: str) -> DataBlock:
-    source: URLSource | Base64Source
-    if src == "url":
-        source = URLSource(url=IMG_URL, media_type="image/png")
-    else:
-        source = Base64Source(data=B64, media_type="image/png")
-    return DataBlock(id=block_id, source=source)
-
-
-def full() -> list[Msg]:
-    return [
-        SystemMsg("system", "You're a helpful assistant."),
-        UserMsg("user", [TextBlock(text="What is the capital of France?"), image("url", "IMG0")]),
-        AssistantMsg("assistant", "The capital of France is Paris."),
-        UserMsg("user", "What is the capital of Germany?"),
-        AssistantMsg("assistant", "The capital of Germany is Berlin."),
-        UserMsg("user", "What is the capital of Japan?"),
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_1", name="get_capital", input='{"country": "Japan"}'),
-                ToolResultBlock(
-                    id="call_1",
-                    name="get_capital",
-                    output=[TextBlock(text="The capital of Japan is Tokyo.")],
-                ),
-                TextBlock(text="The capital of Japan is Tokyo."),
-            ],
-        ),
-    ]
-
 
 def reasoning_item() -> list[Msg]:
     raw = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]}
@@ -103,53 +67,11 @@ def reasoning_item() -> list[Msg]:
     ]
 
 
-def toolimg(src: str) -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ToolCallBlock(id="call_img", name="get_map", input='{"city": "Tokyo"}'),
-                ToolResultBlock(
-                    id="call_img",
-                    name="get_map",
-                    output=[TextBlock(text="Here is the map."), image(src, "IMGID")],
-                ),
-                TextBlock(text="Here is the map of Tokyo."),
-            ],
-        )
-    ]
-
-
-def hint_msgs() -> list[Msg]:
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                TextBlock(text="Let me think about that."),
-                HintBlock(hint="Remember to be concise."),
-                TextBlock(text="Here is my answer."),
-            ],
-        )
-    ]
-
-
-def two_groups() -> list[Msg]:
-    return [
-        UserMsg("alice", "Hi Bob"),
-        AssistantMsg("bob", [TextBlock(text="Hello"), TextBlock(text="Alice")]),
-        AssistantMsg(
-            "bob",
-            [
-                ToolCallBlock(id="c1", name="t", input="{}"),
-                ToolResultBlock(id="c1", name="t", output="ok"),
-            ],
-        ),
-        UserMsg("carol", "Me too"),
-    ]
-
-
 CASES: dict[str, tuple[type[FormatterBase], Any]] = {
-    "openai_response.full": (OpenAIResponseFormatter, full),
+    "openai_response.full": (
+        OpenAIResponseFormatter,
+        lambda: sys_msgs() + conv("url") + tools_msgs(),
+    ),
     "openai_response.reasoning_item": (OpenAIResponseFormatter, reasoning_item),
     "openai_response.tool_result_url_image": (OpenAIResponseFormatter, lambda: toolimg("url")),
     "openai_response.hint": (OpenAIResponseFormatter, hint_msgs),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from golden_inputs import B64, IMG_URL, b64_image as png, complex_msgs as plain_complex_msgs
 
 from trioagent.formatter import XAIChatFormatter, XAIMultiAgentFormatter
 from trioagent.message import (
@@ -23,20 +24,12 @@ from trioagent.message import (
     Msg,
     SystemMsg,
     TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
     URLSource,
     UserMsg,
 )
 from trioagent.testing import OpenAICompatibleServer, serve_openai_compatible
-
-B64 = "ZmFrZSBpbWFnZSBkYXRh"
-IMG_URL = "https://example.com/image.png"
-
-
-def png(block_id: str = "I") -> DataBlock:
-    return DataBlock(id=block_id, source=Base64Source(data=B64, media_type="image/png"))
 
 
 def text_part(text: str) -> dict[str, str]:
@@ -48,36 +41,11 @@ def image_part(url: str) -> dict[str, object]:
 
 
 def complex_msgs() -> list[Msg]:
-    def call(n: int) -> ToolCallBlock:
-        return ToolCallBlock(id=f"call_{n}", name=f"func_{n}", input=f'{{"arg": "value{n}"}}')
-
-    def result(n: int) -> ToolResultBlock:
-        return ToolResultBlock(
-            id=f"call_{n}", name=f"func_{n}", output=[TextBlock(text=f"result_{n}")]
-        )
-
-    return [
-        AssistantMsg(
-            "assistant",
-            [
-                ThinkingBlock(thinking="thinking_1"),
-                TextBlock(text="text_1"),
-                call(1),
-                call(2),
-                result(1),
-                result(2),
-                ThinkingBlock(thinking="thinking_2"),
-                TextBlock(text="text_2"),
-                TextBlock(text="more"),
-                call(3),
-                result(3),
-                call(4),
-                result(4),
-                ThinkingBlock(thinking="thinking_3"),
-                TextBlock(text="text_3"),
-            ],
-        )
-    ]
+    """The §7 COMPLEX turn with a second text block, ``more``, right after ``text_2``."""
+    (msg,) = plain_complex_msgs()
+    after = [getattr(block, "text", None) for block in msg.content].index("text_2") + 1
+    msg.content.insert(after, TextBlock(text="more"))
+    return [msg]
 
 
 def tool_call(n: int) -> dict[str, object]:

@@ -10,7 +10,6 @@ data is in flight on loopback.
 from __future__ import annotations
 
 import base64
-import collections
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -18,8 +17,17 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from provider_kit import (
+    MSGS,
+    ScriptedRoute,
+    Sink,
+    agent_with_tool,
+    call_cancelled_after,
+    event_stream,
+    pooled,
+    start_server,
+)
 
-from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import GeminiCredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -33,31 +41,25 @@ from trioagent.exception import (
 from trioagent.formatter import GeminiChatFormatter
 from trioagent.message import (
     AssistantMsg,
-    Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
     UserMsg,
 )
-from trioagent.model import ChatResponse, GeminiChatModel, GeminiChatParameters
+from trioagent.model import GeminiChatModel, GeminiChatParameters
 from trioagent.model._gemini import sanitize_gemini_schema, to_gemini_rest
-from trioagent.permission import PermissionDecision
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
     ScriptedResponse,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
 MODEL = "gemini-2.5-flash"
 STREAM_PATH = f"/v1beta/models/{MODEL}:streamGenerateContent"
 GENERATE_PATH = f"/v1beta/models/{MODEL}:generateContent"
 KEY = "AIzaSy-test-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 
 # reference/model.md §8.8: G1 text
 G1 = [
@@ -173,7 +175,7 @@ def sse(events: Sequence[dict[str, Any]]) -> list[bytes]:
 
 
 def stream_response(events: Sequence[dict[str, Any]], **kwargs: Any) -> ScriptedResponse:
-    return ScriptedResponse(body=sse(events), media_type="text/event-stream", **kwargs)
+    return event_stream(sse(events), **kwargs)
 
 
 def error_response(
@@ -192,25 +194,20 @@ def error_response(
     )
 
 
-class Gemini:
+class Gemini(ScriptedRoute):
     """The Gemini endpoints on the loopback server: scripted answers, key checked."""
 
     def __init__(self, server: OpenAICompatibleServer) -> None:
-        self.server = server
-        self.script: collections.deque[ScriptedResponse] = collections.deque()
-        server.add_route("POST", STREAM_PATH, self._answer)
-        server.add_route("POST", GENERATE_PATH, self._answer)
+        super().__init__(server, STREAM_PATH, GENERATE_PATH)
 
-    def push(self, *answers: ScriptedResponse) -> None:
-        self.script.extend(answers)
-
-    def _answer(self, request: RecordedRequest) -> ScriptedResponse:
+    def answer(self, request: RecordedRequest) -> ScriptedResponse:
         if request.headers.get("x-goog-api-key") != KEY:
             return error_response(401, "Request had invalid credentials.", "UNAUTHENTICATED")
-        return self.script.popleft()
+        return super().answer(request)
 
     @property
     def requests(self) -> list[RecordedRequest]:
+        """Every request the server received (custom routes added by a test included)."""
         return self.server.requests
 
     def credential(self, key: str = KEY) -> GeminiCredential:
@@ -224,28 +221,13 @@ class Gemini:
 
 @pytest.fixture
 async def gemini(nursery: trio.Nursery) -> Gemini:
-    server: OpenAICompatibleServer = await nursery.start(serve_openai_compatible)
-    return Gemini(server)
+    return Gemini(await start_server(nursery))
 
 
 @pytest.fixture
 async def model(gemini: Gemini) -> AsyncIterator[GeminiChatModel]:
     async with gemini.model(read_timeout=None, connect_timeout=None) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: GeminiChatModel) -> list[Any]:
-    """The connections in the model's httpx pool (private httpx API, read on purpose: the
-    only way to assert that a cancelled stream's connection was closed, not pooled)."""
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 # -- streaming transcripts -------------------------------------------------------------------
@@ -874,20 +856,8 @@ async def test_cancel_mid_stream_emits_the_partial_and_closes_the_connection(
     gemini: Gemini, model: GeminiChatModel
 ) -> None:
     gemini.push(stream_response(G2, stall_after=2))
-    sink = Sink()
-    caught: list[BaseException] = []
 
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 2:
-            scope.cancel()
-
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+    sink, caught = await call_cancelled_after(model, 2)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items
@@ -1015,18 +985,8 @@ async def test_agent_reply_with_a_tool_round(gemini: Gemini) -> None:
         looked_up.append(city)
         return f"sunny in {city}"
 
-    toolkit = Toolkit()
-    toolkit.register_function(
-        get_weather, permission=PermissionDecision(behavior="allow", message="ok")
-    )
     async with gemini.model(parameters=GeminiChatParameters(thinking_enable=True)) as model:
-        agent = Agent(
-            "assistant",
-            "Be brief.",
-            model,
-            toolkit=toolkit,
-            injection_config=InjectionConfig(inject_runtime_state=False),
-        )
+        agent = agent_with_tool(model, get_weather)
         reply = await agent(UserMsg("user", "Weather in Paris and Rome?"))
 
     assert reply.get_text_content() == "It is sunny in Paris."

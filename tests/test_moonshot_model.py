@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from functools import partial
 
 import pytest
 import trio
+from provider_kit import MSGS, start_server
 
 from trioagent.credential import MoonshotCredential
 from trioagent.exception import ModelCredentialError
 from trioagent.formatter import MoonshotChatFormatter
-from trioagent.message import Msg, SystemMsg, UserMsg
 from trioagent.model import MoonshotChatModel, MoonshotChatParameters
 from trioagent.testing import (
     OpenAICompatibleServer,
@@ -20,12 +19,10 @@ from trioagent.testing import (
     ScriptedReply,
     ScriptedSSE,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
 from trioagent.types import ToolChoice
 
 KEY = "sk-moonshot-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 FORMATTED = [
     {"role": "system", "name": "system", "content": [{"type": "text", "text": "Be brief."}]},
     {"role": "user", "name": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
@@ -34,10 +31,7 @@ FORMATTED = [
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 def make(server: OpenAICompatibleServer, name: str, **params: object) -> MoonshotChatModel:

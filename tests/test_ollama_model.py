@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from provider_kit import (
+    MSGS,
+    ScriptedRoute,
+    Sink,
+    call_cancelled_after,
+    lookup_agent,
+    pooled,
+    start_server,
+)
 
-from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import OllamaCredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -30,8 +37,6 @@ from trioagent.exception import (
 )
 from trioagent.message import (
     AssistantMsg,
-    Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -40,17 +45,13 @@ from trioagent.message import (
 )
 from trioagent.model import ChatResponse, OllamaChatModel, OllamaChatParameters
 from trioagent.model._ollama import NDJSONDecoder
-from trioagent.permission import PermissionDecision
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
     ScriptedResponse,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 TOOLS = [
     {
         "type": "function",
@@ -91,23 +92,17 @@ N1 = [
 DONE = line({"content": ""}, done=True, done_reason="stop", prompt_eval_count=3, eval_count=4)
 
 
-class OllamaServer:
-    """The loopback server with a scripted ``/api/chat`` route."""
+class OllamaServer(ScriptedRoute):
+    """The loopback server with a scripted ``/api/chat`` route (a default answer once the
+    script is done)."""
 
     def __init__(self, server: OpenAICompatibleServer) -> None:
-        self.server = server
-        self.answers: list[ScriptedResponse] = []
-        self.requests: list[RecordedRequest] = []
-        server.add_route("POST", "/api/chat", self._handle)
+        super().__init__(server, "/api/chat")
 
-    def _handle(self, request: RecordedRequest) -> ScriptedResponse:
-        self.requests.append(request)
-        if self.answers:
-            return self.answers.pop(0)
+    def answer(self, request: RecordedRequest) -> ScriptedResponse:
+        if self.script:
+            return super().answer(request)
         return ndjson([line({"content": "default"}), DONE])
-
-    def push(self, *answers: ScriptedResponse) -> None:
-        self.answers.extend(answers)
 
     @property
     def host(self) -> str:
@@ -133,28 +128,13 @@ def _no_ollama_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def ollama(nursery: trio.Nursery) -> OllamaServer:
-    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible))
-    return OllamaServer(server)
+    return OllamaServer(await start_server(nursery))
 
 
 @pytest.fixture
 async def model(ollama: OllamaServer) -> AsyncIterator[OllamaChatModel]:
     async with ollama.model(retry_delay=0.5) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: OllamaChatModel) -> list[Any]:
-    """The connections in the model's httpx pool (private httpx/httpcore API, read on purpose:
-    the only way to assert that a cancelled stream's connection was closed, not pooled)."""
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 def describe(chunk: ChatResponse) -> list[tuple[str, str, str]]:
@@ -468,20 +448,8 @@ async def test_cancel_mid_stream_closes_the_connection(
 ) -> None:
     pieces = [line({"content": word}) for word in ["Hello", " world", ",", " how"]]
     ollama.push(ndjson(pieces, stall_after=2))  # then holds the stream open
-    sink = Sink()
-    caught: list[BaseException] = []
 
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 2:
-            scope.cancel()
-
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+    sink, caught = await call_cancelled_after(model, 2)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items
@@ -553,24 +521,7 @@ async def test_agent_reply_with_a_tool_round(ollama: OllamaServer, model: Ollama
         ndjson([line({"content": "", "tool_calls": [call]}), DONE]),
         ndjson([line({"content": "It is sunny"}), line({"content": " in Paris."}), DONE]),
     )
-
-    async def lookup(city: str) -> str:
-        """Look up the weather.
-
-        Args:
-            city: the city.
-        """
-        return f"sunny in {city}"
-
-    toolkit = Toolkit()
-    toolkit.register_function(lookup, permission=PermissionDecision(behavior="allow", message="ok"))
-    agent = Agent(
-        "assistant",
-        "Be brief.",
-        model,
-        toolkit=toolkit,
-        injection_config=InjectionConfig(inject_runtime_state=False),
-    )
+    agent = lookup_agent(model)
 
     msg = await agent.reply(UserMsg("user", "weather?"))
 

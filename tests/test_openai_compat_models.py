@@ -9,14 +9,13 @@ Provider-specific request bodies and the §8 transcripts are in ``test_dashscope
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from provider_kit import MSGS, Sink, call_cancelled_after, lookup_agent, pooled, start_server
 
-from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import DashScopeCredential, DeepSeekCredential, MoonshotCredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -24,28 +23,23 @@ from trioagent.exception import (
     ModelRateLimitError,
     ModelUpstreamError,
 )
-from trioagent.message import Msg, SystemMsg, TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
+from trioagent.message import TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
 from trioagent.model import (
     ChatModelBase,
-    ChatResponse,
     DashScopeChatModel,
     DeepSeekChatModel,
     MoonshotChatModel,
 )
-from trioagent.permission import PermissionDecision
 from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
     ScriptedReply,
     ScriptedSSE,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason
 
 KEY = "sk-compat-0123456789"
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 
 
 def _dashscope(server: OpenAICompatibleServer, **kwargs: Any) -> ChatModelBase:
@@ -74,10 +68,7 @@ PATHS = {"dashscope": "/v1/chat/completions", "deepseek": "/chat/completions"}
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 @pytest.fixture(params=sorted(PROVIDERS))
@@ -87,20 +78,6 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 def make(provider: str, server: OpenAICompatibleServer, **kwargs: Any) -> ChatModelBase:
     return PROVIDERS[provider](server, **kwargs)
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: ChatModelBase) -> list[Any]:
-    """The connections in the model's httpx pool (private httpx API, read on purpose: the only
-    way to assert that a cancelled stream's connection was closed rather than pooled)."""
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 # -- plain calls -----------------------------------------------------------------------------
@@ -246,21 +223,9 @@ async def test_cancel_mid_stream_closes_the_connection(
     provider: str, server: OpenAICompatibleServer
 ) -> None:
     server.push(ScriptedReply(text="Hello world, how are you", chunk_size=5, stall_after=3))
-    sink = Sink()
-    caught: list[BaseException] = []
-
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 2:
-            scope.cancel()
-
     model = make(provider, server)
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+
+    sink, caught = await call_cancelled_after(model, 2)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items
@@ -289,25 +254,8 @@ async def test_agent_reply_with_a_tool_round(provider: str, server: OpenAICompat
     )
     seen: list[str] = []
 
-    async def lookup(city: str) -> str:
-        """Look up the weather.
-
-        Args:
-            city: the city.
-        """
-        seen.append(city)
-        return f"sunny in {city}"
-
-    toolkit = Toolkit()
-    toolkit.register_function(lookup, permission=PermissionDecision(behavior="allow", message="ok"))
     async with make(provider, server) as model:
-        agent = Agent(
-            "assistant",
-            "Be brief.",
-            model,
-            toolkit=toolkit,
-            injection_config=InjectionConfig(inject_runtime_state=False),
-        )
+        agent = lookup_agent(model, seen)
         msg = await agent.reply(UserMsg("user", "Weather in Paris?"))
 
     assert msg.get_text_content() == "It is sunny in Paris."

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import trio
 import trio.testing
+from provider_kit import MSGS, Sink, call_cancelled_after, pooled, start_server
 
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
@@ -34,14 +35,12 @@ from trioagent.message import (
     AssistantMsg,
     Base64Source,
     DataBlock,
-    Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     UserMsg,
 )
-from trioagent.model import ChatResponse, OpenAIChatModel, OpenAIChatParameters
+from trioagent.model import OpenAIChatModel, OpenAIChatParameters
 from trioagent.model._accumulator import wav_header
 from trioagent.testing import (
     OpenAICompatibleServer,
@@ -49,43 +48,21 @@ from trioagent.testing import (
     ScriptedReply,
     ScriptedSSE,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
 from trioagent.types import FinishedReason, ToolChoice
 
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 KEY = "sk-test-0123456789"
 
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 @pytest.fixture
 async def model(server: OpenAICompatibleServer) -> AsyncIterator[OpenAIChatModel]:
     async with server.chat_model("gpt-4o", retry_delay=0.5) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: OpenAIChatModel) -> list[Any]:
-    """The connections in the model's httpx pool.
-
-    ``_transport._pool`` is private httpx/httpcore API, read here on purpose: it is the only
-    way to assert that a cancelled stream's connection was closed rather than pooled.
-    """
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -643,20 +620,8 @@ async def test_cancel_mid_stream_closes_the_connection(
     server: OpenAICompatibleServer, model: OpenAIChatModel
 ) -> None:
     server.push(ScriptedReply(text="Hello world, how are you", chunk_size=5, stall_after=3))
-    sink = Sink()
-    caught: list[BaseException] = []
 
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 2:
-            scope.cancel()
-
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+    sink, caught = await call_cancelled_after(model, 2)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items

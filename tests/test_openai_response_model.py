@@ -8,17 +8,24 @@ sockets, HTTP/1.1 and SSE parsing; httpx is never patched.  Tests with backoff s
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from provider_kit import (
+    MSGS,
+    ScriptedRoute,
+    Sink,
+    agent_with_tool,
+    call_cancelled_after,
+    event_stream as stream,
+    pooled,
+    start_server,
+)
 
-from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -30,24 +37,18 @@ from trioagent.exception import (
 from trioagent.formatter import OpenAIResponseFormatter
 from trioagent.message import (
     Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     UserMsg,
 )
-from trioagent.model import ChatResponse, OpenAIResponseModel, OpenAIResponseParameters
-from trioagent.permission import PermissionDecision
+from trioagent.model import OpenAIResponseModel, OpenAIResponseParameters
 from trioagent.testing import (
     OpenAICompatibleServer,
-    RecordedRequest,
     ScriptedResponse,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 KEY = "sk-test-resp-0123456789"
 
 # reference/model.md §8.10, verbatim (one event/data pair per SSE event)
@@ -112,10 +113,6 @@ def text_delta(text: str, item: str = "msg_1", index: int = 0) -> dict[str, Any]
     }
 
 
-def stream(pieces: list[bytes], **kwargs: Any) -> ScriptedResponse:
-    return ScriptedResponse(body=pieces, media_type="text/event-stream", **kwargs)
-
-
 def error(
     status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None
 ) -> ScriptedResponse:
@@ -123,23 +120,11 @@ def error(
     return ScriptedResponse(status=status, body=json.dumps(body).encode(), headers=headers or {})
 
 
-class ResponsesAPI:
+class ResponsesAPI(ScriptedRoute):
     """The scripted ``POST /v1/responses`` route of a loopback server."""
 
     def __init__(self, server: OpenAICompatibleServer) -> None:
-        self.server = server
-        self.script: collections.deque[ScriptedResponse] = collections.deque()
-        server.add_route("POST", "/v1/responses", self._answer)
-
-    def _answer(self, request: RecordedRequest) -> ScriptedResponse:
-        return self.script.popleft()
-
-    def push(self, *answers: ScriptedResponse) -> None:
-        self.script.extend(answers)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        return [r for r in self.server.requests if r.path == "/v1/responses"]
+        super().__init__(server, "/v1/responses")
 
     def model(self, **kwargs: Any) -> OpenAIResponseModel:
         credential = OpenAICredential(api_key=KEY, base_url=self.server.base_url)
@@ -148,30 +133,13 @@ class ResponsesAPI:
 
 @pytest.fixture
 async def api(nursery: trio.Nursery) -> ResponsesAPI:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return ResponsesAPI(server)
+    return ResponsesAPI(await start_server(nursery, KEY))
 
 
 @pytest.fixture
 async def model(api: ResponsesAPI) -> AsyncIterator[OpenAIResponseModel]:
     async with api.model(retry_delay=0.5) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: OpenAIResponseModel) -> list[Any]:
-    """The connections in the model's httpx pool (private httpx API, read on purpose: the only
-    way to assert that a cancelled stream's connection was closed rather than pooled)."""
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 def describe(block: Any) -> tuple[Any, ...]:
@@ -741,20 +709,8 @@ async def test_cancel_mid_stream_emits_the_partial_and_closes_the_connection(
     api: ResponsesAPI, model: OpenAIResponseModel
 ) -> None:
     api.push(stream(wire_pieces(R1_WIRE), stall_after=10))  # stalls inside the tool call
-    sink = Sink()
-    caught: list[BaseException] = []
 
-    async def emit(chunk: ChatResponse) -> None:
-        await sink(chunk)
-        if len(sink.items) == 4:
-            scope.cancel()
-
-    with trio.CancelScope() as scope:
-        try:
-            await model(MSGS, emit=emit)
-        except BaseException as exc:
-            caught.append(exc)
-            raise
+    sink, caught = await call_cancelled_after(model, 4)
 
     assert [type(e) for e in caught] == [trio.Cancelled]
     *deltas, last = sink.items
@@ -806,18 +762,8 @@ async def test_agent_reply_with_a_tool_round(api: ResponsesAPI) -> None:
         seen.append(city)
         return f"Sunny in {city}"
 
-    toolkit = Toolkit()
-    toolkit.register_function(
-        get_weather, permission=PermissionDecision(behavior="allow", message="ok")
-    )
     async with api.model(max_retries=0) as model:
-        agent = Agent(
-            "assistant",
-            "Be brief.",
-            model,
-            toolkit=toolkit,
-            injection_config=InjectionConfig(inject_runtime_state=False),
-        )
+        agent = agent_with_tool(model, get_weather)
         msg = await agent.reply(UserMsg("user", "Weather in Paris?"))
 
     assert msg.get_text_content() == "It is sunny in Paris."

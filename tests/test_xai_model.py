@@ -8,14 +8,13 @@ backoff sleeps use ``autojump_clock``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from provider_kit import MSGS, Sink, lookup_agent, pooled, start_server
 
-from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import XAICredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -23,21 +22,17 @@ from trioagent.exception import (
     ModelInvalidRequestError,
     ModelUpstreamError,
 )
-from trioagent.message import Msg, SystemMsg, TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
+from trioagent.message import TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
 from trioagent.model import ChatResponse, XAIChatModel, XAIChatParameters
-from trioagent.permission import PermissionDecision
 from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
     ScriptedReply,
     ScriptedSSE,
     ScriptedToolCall,
-    serve_openai_compatible,
 )
-from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
-MSGS: list[Msg] = [SystemMsg("system", "Be brief."), UserMsg("user", "Weather in Paris?")]
 KEY = "xai-test-0123456789"
 TOOLS = [
     {
@@ -71,10 +66,7 @@ def _no_xai_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
-    server: OpenAICompatibleServer = await nursery.start(
-        partial(serve_openai_compatible, api_key=KEY)
-    )
-    return server
+    return await start_server(nursery, KEY)
 
 
 def xai(server: OpenAICompatibleServer, **kwargs: Any) -> XAIChatModel:
@@ -86,19 +78,6 @@ def xai(server: OpenAICompatibleServer, **kwargs: Any) -> XAIChatModel:
 async def model(server: OpenAICompatibleServer) -> AsyncIterator[XAIChatModel]:
     async with xai(server, retry_delay=0.5) as model:
         yield model
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
-
-
-def pooled(model: XAIChatModel) -> list[Any]:
-    """The connections in the model's httpx pool (private httpx/httpcore API, read on purpose)."""
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 # -- streaming ---------------------------------------------------------------------------------
@@ -338,24 +317,7 @@ async def test_agent_reply_with_a_tool_round(
         ScriptedReply(tool_calls=[ScriptedToolCall("lookup", '{"city": "Paris"}', id="call_1")]),
         ScriptedReply(text="It is sunny in Paris.", chunk_size=4),
     )
-
-    async def lookup(city: str) -> str:
-        """Look up the weather.
-
-        Args:
-            city: the city.
-        """
-        return f"sunny in {city}"
-
-    toolkit = Toolkit()
-    toolkit.register_function(lookup, permission=PermissionDecision(behavior="allow", message="ok"))
-    agent = Agent(
-        "assistant",
-        "Be brief.",
-        model,
-        toolkit=toolkit,
-        injection_config=InjectionConfig(inject_runtime_state=False),
-    )
+    agent = lookup_agent(model)
 
     msg = await agent.reply(UserMsg("user", "weather?"))
 

@@ -34,8 +34,7 @@ from ..message import (
     ToolResultBlock,
 )
 from ..model._json_repair import json_loads_with_repair
-from ._base import FormatterBase
-from ._openai import DEFAULT_CONVERSATION_HISTORY_PROMPT
+from ._base import FormatterBase, MultiAgentFormatterBase
 
 __all__ = ["AnthropicChatFormatter", "AnthropicMultiAgentFormatter", "MiniMaxChatFormatter"]
 
@@ -63,16 +62,13 @@ class AnthropicChatFormatter(FormatterBase):
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        return await self.format_messages(msgs, http_client)
+        return await self._format_each(msgs, http_client)
 
     async def format_messages(
         self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
-        """Format ``msgs`` one by one (shared with the multi-agent formatter)."""
-        out: list[dict[str, Any]] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
+        """Format ``msgs`` one by one (as :meth:`format`, without the type check)."""
+        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
@@ -236,15 +232,16 @@ def _media_fallback(block: DataBlock) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-class AnthropicMultiAgentFormatter(FormatterBase):
+class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatter]):
     """Formats a conversation of several named agents for the Anthropic Messages API.
 
     A leading system message becomes ``{"role": "system", "content": [text]}`` (lifted into
-    ``system`` by the model); each run of tool messages is formatted by
-    :class:`AnthropicChatFormatter`; each run of plain messages becomes one ``user`` turn
-    with a line ``name: text1 text2`` per message (its text blocks joined by spaces; the name
-    defaults to ``Agent``).  The first such turn is wrapped as ``conversation_history_prompt
-    + "<history>\\n" … "\\n</history>"``; later ones hold the raw lines, as the reference.
+    ``system`` by the model; nothing when it has no text); each run of tool messages is
+    formatted by :class:`AnthropicChatFormatter`; each run of plain messages becomes one
+    ``user`` turn with a line ``name: text1 text2`` per message (its text blocks joined by
+    spaces; the name defaults to ``Agent``).  The first such turn is wrapped as
+    ``conversation_history_prompt + "<history>\\n" … "\\n</history>"``; later ones hold the
+    raw lines, as the reference.
 
     Media in the history (images, PDFs) is inlined where it occurs.  Unlike the reference,
     which puts a message's own text line *after* that message's media, the line comes
@@ -257,37 +254,13 @@ class AnthropicMultiAgentFormatter(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = AnthropicChatFormatter.default_input_types
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
-
     def _chat_formatter(self) -> AnthropicChatFormatter:
         return AnthropicChatFormatter(input_types=self.input_types)
 
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        self.assert_list_of_msgs(msgs)
-        chat = self._chat_formatter()
-        out: list[dict[str, Any]] = []
-        if msgs and msgs[0].role == "system":
-            if text := msgs[0].get_text_content():
-                out.append({"role": "system", "content": [{"type": "text", "text": text}]})
-            msgs = msgs[1:]
-        is_first = True
-        for kind, group in self.group_messages(msgs):
-            if kind == "tool_sequence":
-                out.extend(await chat.format_messages(group, http_client))
-                continue
-            message = await self._history_message(chat, group, is_first, http_client)
-            if message is not None:
-                out.append(message)
-                is_first = False
-        return out
+    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+        if text := msg.get_text_content():
+            return {"role": "system", "content": [{"type": "text", "text": text}]}
+        return None
 
     async def _history_message(
         self,

@@ -3,7 +3,9 @@
 Shared by every provider formatter: the accepted media types (``input_types``, fnmatch
 globs), loading media without blocking the event loop (``file://`` through ``trio.Path``,
 remote URLs through httpx, temporary files through a worker thread), rendering a tool result
-as text with its media promoted, and grouping messages for multi-agent formatters.
+as text with its media promoted, formatting message by message, and grouping messages for
+multi-agent formatters.  :class:`MultiAgentFormatterBase` is the loop every multi-agent
+formatter shares (system message, runs of tool messages, ``<history>`` messages).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import mimetypes
 import tempfile
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 from urllib.request import url2pathname
 
 import httpx
@@ -24,13 +26,24 @@ import trio
 
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
 
-__all__ = ["FormatterBase", "MessageGroup"]
+__all__ = [
+    "DEFAULT_CONVERSATION_HISTORY_PROMPT",
+    "FormatterBase",
+    "MessageGroup",
+    "MultiAgentFormatterBase",
+]
 
 logger = logging.getLogger("trioagent.formatter")
 
 MessageGroup = tuple[Literal["tool_sequence", "agent_message"], list[Msg]]
 
 _NOT_MEDIA = frozenset({"text/plain", "application/x-thinking"})
+
+#: Text put before the first ``<history>`` block of a multi-agent conversation.
+DEFAULT_CONVERSATION_HISTORY_PROMPT = (
+    "# Conversation History\n"
+    "The content between <history></history> tags contains your conversation history\n"
+)
 
 
 class FormatterBase:
@@ -76,6 +89,24 @@ class FormatterBase:
         """Raise ``TypeError`` unless ``msgs`` is a list of ``Msg``."""
         if not isinstance(msgs, list) or not all(isinstance(m, Msg) for m in msgs):
             raise TypeError(f"expected a list of Msg, got {type(msgs).__name__}")
+
+    # -- message by message ------------------------------------------------------------------
+
+    async def _format_each(
+        self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        """``msgs`` formatted one by one with :meth:`_format_msg` (for formatters that map
+        each ``Msg`` on its own)."""
+        out: list[dict[str, Any]] = []
+        for msg in msgs:
+            await self._format_msg(msg, out, http_client)
+        return out
+
+    async def _format_msg(
+        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+    ) -> None:
+        """Append the provider messages for ``msg`` to ``out`` (see :meth:`_format_each`)."""
+        raise NotImplementedError
 
     # -- media -------------------------------------------------------------------------------
 
@@ -177,6 +208,74 @@ class FormatterBase:
             else:
                 groups.append((kind, [msg]))
         return groups
+
+
+_ChatT = TypeVar("_ChatT", bound=FormatterBase)
+
+
+class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
+    """Base of the multi-agent formatters: a conversation of several named agents.
+
+    :meth:`format` turns a leading system message into :meth:`_system_message`, each run of
+    tool messages (see :meth:`~FormatterBase.group_messages`) into the messages of the
+    provider's chat formatter (:meth:`_chat_formatter`), and each run of plain messages into
+    one :meth:`_history_message` — the first one it makes gets ``is_first=True`` (it carries
+    ``conversation_history_prompt``).
+
+    Args:
+        input_types: accepted media types (as the provider's chat formatter).
+        conversation_history_prompt: text put before the first ``<history>`` block.
+    """
+
+    def __init__(
+        self,
+        input_types: Sequence[str] | None = None,
+        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    ) -> None:
+        super().__init__(input_types)
+        self.conversation_history_prompt = conversation_history_prompt
+
+    def _chat_formatter(self) -> _ChatT:
+        """The formatter for runs of tool messages (with this formatter's ``input_types``)."""
+        raise NotImplementedError
+
+    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+        """The message for a leading system message (``None``: nothing is sent).
+
+        Default: ``{"role": "system", "content": <its text blocks joined by newlines>}``.
+        """
+        return {"role": "system", "content": msg.get_text_content() or ""}
+
+    async def _history_message(
+        self,
+        chat: _ChatT,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
+    ) -> dict[str, Any] | None:
+        """The message for a run of plain messages (``None``: nothing to send)."""
+        raise NotImplementedError
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[dict[str, Any]]:
+        self.assert_list_of_msgs(msgs)
+        chat = self._chat_formatter()
+        out: list[dict[str, Any]] = []
+        if msgs and msgs[0].role == "system":
+            if (system := self._system_message(msgs[0])) is not None:
+                out.append(system)
+            msgs = msgs[1:]
+        is_first = True
+        for kind, group in self.group_messages(msgs):
+            if kind == "tool_sequence":
+                out.extend(await chat.format(group, http_client=http_client))
+                continue
+            message = await self._history_message(chat, group, is_first, http_client)
+            if message is not None:
+                out.append(message)
+                is_first = False
+        return out
 
 
 async def _save_temp(data: str, media_type: str) -> str:

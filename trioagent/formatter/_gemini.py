@@ -34,8 +34,7 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase
-from ._openai import DEFAULT_CONVERSATION_HISTORY_PROMPT
+from ._base import FormatterBase, MultiAgentFormatterBase
 
 __all__ = ["THOUGHT_SIGNATURE_PREFIX", "GeminiChatFormatter", "GeminiMultiAgentFormatter"]
 
@@ -97,10 +96,7 @@ class GeminiChatFormatter(FormatterBase):
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        out: list[dict[str, Any]] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
+        return await self._format_each(msgs, http_client)
 
     @staticmethod
     def role_of(msg: Msg) -> str:
@@ -207,7 +203,7 @@ class GeminiChatFormatter(FormatterBase):
         return {"inline_data": {"data": data, "mime_type": media_type}}
 
 
-class GeminiMultiAgentFormatter(FormatterBase):
+class GeminiMultiAgentFormatter(MultiAgentFormatterBase[GeminiChatFormatter]):
     """Formats a conversation of several named agents for Gemini.
 
     A leading system message becomes a ``user`` turn with its text; each run of tool messages
@@ -223,36 +219,11 @@ class GeminiMultiAgentFormatter(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = GeminiChatFormatter.default_input_types
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
-
     def _chat_formatter(self) -> GeminiChatFormatter:
         return GeminiChatFormatter(input_types=self.input_types)
 
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        self.assert_list_of_msgs(msgs)
-        chat = self._chat_formatter()
-        out: list[dict[str, Any]] = []
-        if msgs and msgs[0].role == "system":
-            out.append({"role": "user", "parts": [{"text": msgs[0].get_text_content() or ""}]})
-            msgs = msgs[1:]
-        is_first = True
-        for kind, group in self.group_messages(msgs):
-            if kind == "tool_sequence":
-                out.extend(await chat.format(group, http_client=http_client))
-                continue
-            message = await self._history_message(chat, group, is_first, http_client)
-            if message is not None:
-                out.append(message)
-                is_first = False
-        return out
+    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+        return {"role": "user", "parts": [{"text": msg.get_text_content() or ""}]}
 
     async def _history_message(
         self,

@@ -26,16 +26,15 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase
+from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
 
-__all__ = ["OllamaChatFormatter", "OllamaMultiAgentFormatter"]
+__all__ = [
+    "DEFAULT_CONVERSATION_HISTORY_PROMPT",
+    "OllamaChatFormatter",
+    "OllamaMultiAgentFormatter",
+]
 
 logger = logging.getLogger("trioagent.formatter")
-
-DEFAULT_CONVERSATION_HISTORY_PROMPT = (
-    "# Conversation History\n"
-    "The content between <history></history> tags contains your conversation history\n"
-)
 
 
 class _OllamaFormatterBase(FormatterBase):
@@ -96,10 +95,7 @@ class OllamaChatFormatter(_OllamaFormatterBase):
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        out: list[dict[str, Any]] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
+        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
@@ -198,7 +194,7 @@ def _message(role: str, content: str, images: list[str]) -> dict[str, Any]:
     return message
 
 
-class OllamaMultiAgentFormatter(_OllamaFormatterBase):
+class OllamaMultiAgentFormatter(MultiAgentFormatterBase[OllamaChatFormatter], _OllamaFormatterBase):
     """Formats a conversation of several named agents for Ollama.
 
     A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
@@ -213,37 +209,15 @@ class OllamaMultiAgentFormatter(_OllamaFormatterBase):
         conversation_history_prompt: text put before the first ``<history>`` block.
     """
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        self.assert_list_of_msgs(msgs)
-        chat = OllamaChatFormatter(input_types=self.input_types)
-        out: list[dict[str, Any]] = []
-        if msgs and msgs[0].role == "system":
-            texts = [b.text for b in msgs[0].content if isinstance(b, TextBlock)]
-            out.append({"role": "system", "content": "\n".join(texts)})
-            msgs = msgs[1:]
-        is_first = True
-        for kind, group in self.group_messages(msgs):
-            if kind == "tool_sequence":
-                out.extend(await chat.format(group, http_client=http_client))
-                continue
-            message = await self._history_message(group, is_first, http_client)
-            if message is not None:
-                out.append(message)
-                is_first = False
-        return out
+    def _chat_formatter(self) -> OllamaChatFormatter:
+        return OllamaChatFormatter(input_types=self.input_types)
 
     async def _history_message(
-        self, group: list[Msg], is_first: bool, http_client: httpx.AsyncClient | None
+        self,
+        chat: OllamaChatFormatter,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
     ) -> dict[str, Any] | None:
         lines: list[str] = []
         images: list[str] = []

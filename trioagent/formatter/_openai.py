@@ -10,7 +10,7 @@ messages of several speakers into one ``<history>`` user message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -25,18 +25,19 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase
+from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
 
-__all__ = ["OpenAIChatFormatter", "OpenAIMultiAgentFormatter"]
+__all__ = [
+    "DEFAULT_CONVERSATION_HISTORY_PROMPT",
+    "OpenAIChatFormatter",
+    "OpenAIMultiAgentFormatter",
+]
 
 logger = logging.getLogger("trioagent.formatter")
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/mp3": "mp3", "audio/mpeg": "mp3"}
 
-DEFAULT_CONVERSATION_HISTORY_PROMPT = (
-    "# Conversation History\n"
-    "The content between <history></history> tags contains your conversation history\n"
-)
+_FormatDataBlock = Callable[[DataBlock, httpx.AsyncClient | None], Awaitable[dict[str, Any] | None]]
 
 
 class OpenAIChatFormatter(FormatterBase):
@@ -60,10 +61,7 @@ class OpenAIChatFormatter(FormatterBase):
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        out: list[dict[str, Any]] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
+        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
@@ -220,7 +218,7 @@ class OpenAIChatFormatter(FormatterBase):
         return source.url
 
 
-class OpenAIMultiAgentFormatter(FormatterBase):
+class OpenAIMultiAgentFormatter(MultiAgentFormatterBase[OpenAIChatFormatter]):
     """Formats a conversation of several named agents for OpenAI chat.
 
     A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
@@ -235,36 +233,8 @@ class OpenAIMultiAgentFormatter(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = OpenAIChatFormatter.default_input_types
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
-
     def _chat_formatter(self) -> OpenAIChatFormatter:
         return OpenAIChatFormatter(input_types=self.input_types)
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        self.assert_list_of_msgs(msgs)
-        chat = self._chat_formatter()
-        out: list[dict[str, Any]] = []
-        if msgs and msgs[0].role == "system":
-            out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
-            msgs = msgs[1:]
-        is_first = True
-        for kind, group in self.group_messages(msgs):
-            if kind == "tool_sequence":
-                out.extend(await chat.format(group, http_client=http_client))
-                continue
-            message = await self._history_message(chat, group, is_first, http_client)
-            if message is not None:
-                out.append(message)
-                is_first = False
-        return out
 
     async def _history_message(
         self,
@@ -273,21 +243,35 @@ class OpenAIMultiAgentFormatter(FormatterBase):
         is_first: bool,
         http_client: httpx.AsyncClient | None,
     ) -> dict[str, Any] | None:
-        lines: list[str] = []
-        media: list[dict[str, Any]] = []
-        for msg in group:
-            for block in msg.content:
-                match block:
-                    case TextBlock():
-                        lines.append(f"{msg.name}: {block.text}")
-                    case DataBlock():
-                        part = await chat.format_data_block(block, http_client)
-                        if part is not None:
-                            media.append(part)
-        content: list[dict[str, Any]] = []
-        if lines:
-            prompt = self.conversation_history_prompt if is_first else ""
-            text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
-            content.append({"type": "text", "text": text})
-        content.extend(media)
-        return {"role": "user", "content": content} if content else None
+        prompt = self.conversation_history_prompt if is_first else ""
+        return await history_then_media(group, prompt, chat.format_data_block, http_client)
+
+
+async def history_then_media(
+    group: list[Msg],
+    prompt: str,
+    format_data_block: _FormatDataBlock,
+    http_client: httpx.AsyncClient | None,
+    *,
+    text_type: str = "text",
+) -> dict[str, Any] | None:
+    """One user message for a run of plain messages (OpenAI chat and Responses): the
+    ``name: text`` lines inside ``<history>`` tags, after ``prompt``, as one ``text_type``
+    part, followed by the run's media parts; ``None`` when there is neither."""
+    lines: list[str] = []
+    media: list[dict[str, Any]] = []
+    for msg in group:
+        for block in msg.content:
+            match block:
+                case TextBlock():
+                    lines.append(f"{msg.name}: {block.text}")
+                case DataBlock():
+                    part = await format_data_block(block, http_client)
+                    if part is not None:
+                        media.append(part)
+    content: list[dict[str, Any]] = []
+    if lines:
+        text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
+        content.append({"type": text_type, "text": text})
+    content.extend(media)
+    return {"role": "user", "content": content} if content else None

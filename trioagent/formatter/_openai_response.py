@@ -37,8 +37,8 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase
-from ._openai import DEFAULT_CONVERSATION_HISTORY_PROMPT
+from ._base import FormatterBase, MultiAgentFormatterBase
+from ._openai import history_then_media
 
 __all__ = ["OpenAIResponseFormatter", "OpenAIResponseMultiAgentFormatter"]
 
@@ -63,10 +63,7 @@ class OpenAIResponseFormatter(FormatterBase):
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        out: list[dict[str, Any]] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
+        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
@@ -217,7 +214,7 @@ def _reasoning_item(block: ThinkingBlock, item_id: str) -> dict[str, Any]:
     return {"type": "reasoning", "id": item_id, "summary": summary, "content": []}
 
 
-class OpenAIResponseMultiAgentFormatter(FormatterBase):
+class OpenAIResponseMultiAgentFormatter(MultiAgentFormatterBase[OpenAIResponseFormatter]):
     """Formats a conversation of several named agents for the OpenAI Responses API.
 
     A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
@@ -233,56 +230,17 @@ class OpenAIResponseMultiAgentFormatter(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = OpenAIResponseFormatter.default_input_types
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
+    def _chat_formatter(self) -> OpenAIResponseFormatter:
+        return OpenAIResponseFormatter(input_types=self.input_types)
 
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        self.assert_list_of_msgs(msgs)
-        single = OpenAIResponseFormatter(input_types=self.input_types)
-        out: list[dict[str, Any]] = []
-        if msgs and msgs[0].role == "system":
-            out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
-            msgs = msgs[1:]
-        is_first = True
-        for kind, group in self.group_messages(msgs):
-            if kind == "tool_sequence":
-                out.extend(await single.format(group, http_client=http_client))
-                continue
-            item = await self._history_item(single, group, is_first, http_client)
-            if item is not None:
-                out.append(item)
-                is_first = False
-        return out
-
-    async def _history_item(
+    async def _history_message(
         self,
-        single: OpenAIResponseFormatter,
+        chat: OpenAIResponseFormatter,
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
     ) -> dict[str, Any] | None:
-        lines: list[str] = []
-        media: list[dict[str, Any]] = []
-        for msg in group:
-            for block in msg.content:
-                match block:
-                    case TextBlock():
-                        lines.append(f"{msg.name}: {block.text}")
-                    case DataBlock():
-                        part = await single.format_data_block(block, http_client)
-                        if part is not None:
-                            media.append(part)
-        content: list[dict[str, Any]] = []
-        if lines:
-            prompt = self.conversation_history_prompt if is_first else ""
-            text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
-            content.append({"type": "input_text", "text": text})
-        content.extend(media)
-        return {"role": "user", "content": content} if content else None
+        prompt = self.conversation_history_prompt if is_first else ""
+        return await history_then_media(
+            group, prompt, chat.format_data_block, http_client, text_type="input_text"
+        )

@@ -45,16 +45,11 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase
+from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
 
-__all__ = ["XAIChatFormatter", "XAIMultiAgentFormatter"]
+__all__ = ["DEFAULT_CONVERSATION_HISTORY_PROMPT", "XAIChatFormatter", "XAIMultiAgentFormatter"]
 
 logger = logging.getLogger("trioagent.formatter")
-
-DEFAULT_CONVERSATION_HISTORY_PROMPT = (
-    "# Conversation History\n"
-    "The content between <history></history> tags contains your conversation history\n"
-)
 
 
 class _XAIFormatterBase(FormatterBase):
@@ -205,37 +200,32 @@ class XAIChatFormatter(_XAIFormatterBase):
         flush()
 
 
-class XAIMultiAgentFormatter(_XAIFormatterBase):
+class XAIMultiAgentFormatter(MultiAgentFormatterBase[XAIChatFormatter], _XAIFormatterBase):
     """Formats a conversation of several named agents for xAI.
 
     A leading system message becomes ``{"role": "system", "content": str}``; each run of tool
     messages is formatted by :class:`XAIChatFormatter`; each run of plain messages becomes one
     user message: a text part with one ``name: text1 text2`` line per message inside
     ``<history>`` tags (the first one preceded by ``conversation_history_prompt``), followed
-    by the run's images.
+    by the run's images.  Unlike the other multi-agent formatters, a run without text (images
+    only) does not use up the prompt: the next run with text still gets it.
 
     Args:
         input_types: accepted media types (as :class:`XAIChatFormatter`).
         conversation_history_prompt: text put before the first ``<history>`` block.
     """
 
-    def __init__(
-        self,
-        input_types: Sequence[str] | None = None,
-        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
-    ) -> None:
-        super().__init__(input_types)
-        self.conversation_history_prompt = conversation_history_prompt
+    def _chat_formatter(self) -> XAIChatFormatter:
+        return XAIChatFormatter(input_types=self.input_types)
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
     ) -> list[dict[str, Any]]:
         self.assert_list_of_msgs(msgs)
-        chat = XAIChatFormatter(input_types=self.input_types)
+        chat = self._chat_formatter()
         out: list[dict[str, Any]] = []
         if msgs and msgs[0].role == "system":
-            texts = [b.text for b in msgs[0].content if isinstance(b, TextBlock)]
-            out.append({"role": "system", "content": "\n".join(texts)})
+            out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
             msgs = msgs[1:]
         is_first = True
         for kind, group in self.group_messages(msgs):

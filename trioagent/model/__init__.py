@@ -9,6 +9,7 @@ from ._anthropic import (
 )
 from ._base import (
     ChatModelBase as ChatModelBase,
+    ChatModelOptions as ChatModelOptions,
     Emit as Emit,
     StructuredResponse as StructuredResponse,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "AnthropicChatModel",
     "AnthropicChatParameters",
     "ChatModelBase",
+    "ChatModelOptions",
     "ChatResponse",
     "ChatUsage",
     "DashScopeChatModel",

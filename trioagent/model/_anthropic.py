@@ -18,7 +18,7 @@ import builtins
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import attrs
 import httpx
@@ -32,20 +32,26 @@ from ..exception import (
     ModelInvalidRequestError,
     ModelPermissionError,
     ModelRateLimitError,
-    ModelStreamError,
     ModelUpstreamError,
 )
 from ..formatter import FormatterBase
 from ..formatter._anthropic import AnthropicChatFormatter, MiniMaxChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
-from ._base import ChatModelBase
-from ._http import aclose_response, read_sse, send_request
+from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
+from ._http import (
+    incomplete_stream_error,
+    parse_event,
+    response_json,
+    send_request,
+    stream_sse,
+)
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
 __all__ = [
     "AnthropicChatModel",
+    "AnthropicChatOptions",
     "AnthropicChatParameters",
     "AnthropicStreamParser",
     "MiniMaxChatModel",
@@ -65,20 +71,6 @@ _in = attrs.validators.in_
 _optional = attrs.validators.optional
 
 
-def _positive_or_none(
-    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
-def _unit_interval_or_none(
-    instance: Any, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and not 0 <= value <= 1:
-        raise ValueError(f"{attribute.name} must be in [0, 1], got {value}")
-
-
 @attrs.define(kw_only=True)
 class AnthropicChatParameters:
     """Generation parameters of :class:`AnthropicChatModel`.
@@ -93,9 +85,9 @@ class AnthropicChatParameters:
     such parameters; Anthropic rejects some of them together with thinking).
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
-    thinking_budget: int | None = attrs.field(default=None, validator=_positive_or_none)
+    thinking_budget: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_mode: ThinkingMode | None = attrs.field(
         default=None, validator=_optional(_in(("adaptive", "enabled", "disabled")))
     )
@@ -105,9 +97,9 @@ class AnthropicChatParameters:
     reasoning_effort: ReasoningEffort | None = attrs.field(
         default=None, validator=_optional(_in(("low", "medium", "high", "xhigh", "max")))
     )
-    temperature: float | None = attrs.field(default=None, validator=_unit_interval_or_none)
-    top_p: float | None = attrs.field(default=None, validator=_unit_interval_or_none)
-    top_k: int | None = attrs.field(default=None, validator=_positive_or_none)
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 1))
+    top_p: float | None = attrs.field(default=None, validator=in_range(0, 1))
+    top_k: int | None = attrs.field(default=None, validator=positive_or_none)
 
 
 @attrs.define(kw_only=True)
@@ -115,7 +107,7 @@ class MiniMaxChatParameters:
     """Generation parameters of :class:`MiniMaxChatModel`: thinking is ``adaptive`` when
     enabled (no budget); ``max_tokens`` defaults to 8192."""
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
 
 
@@ -403,6 +395,16 @@ class AnthropicStreamParser:
 # -- the model ---------------------------------------------------------------------------------
 
 
+class AnthropicChatOptions(ChatModelOptions, total=False):
+    """The :class:`AnthropicChatModel` keywords :class:`MiniMaxChatModel` passes through: the
+    :class:`~trioagent.model.ChatModelOptions` and Anthropic's own request settings."""
+
+    extra_body: dict[str, Any] | None
+    api_version: str
+    auth_scheme: Literal["x-api-key", "bearer"]
+    extra_headers: Mapping[str, str] | None
+
+
 class AnthropicChatModel(ChatModelBase):
     """Anthropic Claude through the Messages API.
 
@@ -417,8 +419,9 @@ class AnthropicChatModel(ChatModelBase):
         auth_scheme: ``"x-api-key"`` (the documented API) or ``"bearer"``
             (``Authorization: Bearer <key>``, as the SDK bundled with the reference).
         extra_headers: more request headers (``anthropic-beta``, ...).
+        context_size: the context window (default 200000).
         formatter: default :class:`~trioagent.formatter.AnthropicChatFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.
+        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
 
     Request: the formatted messages; a leading ``system`` message becomes the top-level
     ``system`` field.  Unlike the reference (which sends them as they are, and the API
@@ -449,34 +452,18 @@ class AnthropicChatModel(ChatModelBase):
         api_version: str = DEFAULT_API_VERSION,
         auth_scheme: Literal["x-api-key", "bearer"] = "x-api-key",
         extra_headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 200000,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         if auth_scheme not in ("x-api-key", "bearer"):
             raise ValueError(f"auth_scheme must be 'x-api-key' or 'bearer', got {auth_scheme!r}")
         super().__init__(
             model,
             credential=credential or AnthropicCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or AnthropicChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or self.Parameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -530,11 +517,8 @@ class AnthropicChatModel(ChatModelBase):
     def _format_tools(
         tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        if tools and tool_choice is not None and tool_choice.tools:
-            allowed = set(tool_choice.tools)
-            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
         formatted = []
-        for tool in tools or []:
+        for tool in select_tools(tools, tool_choice) or []:
             function = tool.get("function")
             if not isinstance(function, dict):
                 formatted.append(tool)  # already in Anthropic form (server tools, ...)
@@ -569,8 +553,7 @@ class AnthropicChatModel(ChatModelBase):
             formatted = formatted[1:]
         formatted = [{**m, "role": "user"} if m.get("role") == "system" else m for m in formatted]
 
-        call_kwargs = self._call_kwargs()
-        extra_body = call_kwargs.pop("extra_body", self.extra_body) or {}
+        extra_body, call_kwargs = self._body_overrides(self.extra_body)
         overrides = {**extra_body, **call_kwargs}
         max_tokens = self.parameters.max_tokens or DEFAULT_MAX_TOKENS
         thinking = None
@@ -619,29 +602,13 @@ class AnthropicChatModel(ChatModelBase):
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)
 
         async def handle(event: ServerSentEvent) -> bool:
-            try:
-                payload = json.loads(event.data)
-            except ValueError as exc:
-                raise ModelStreamError(
-                    f"unparseable event in the stream of {self.model!r}: {event.data[:200]!r}"
-                ) from exc
-            if not isinstance(payload, dict):
-                raise ModelStreamError(f"unexpected event in the stream: {event.data[:200]!r}")
+            payload = parse_event(event.data, model=self.model, unit="event")
             for chunk in parser.feed(payload, event.event):
                 await send.send(chunk)
             return parser.done
 
-        response = await send_request(self.http_client, request, stream=True, redact=self._redact)
-        try:
-            done = await read_sse(response, handle)
-        finally:
-            await aclose_response(response)
-        if not done:
-            raise ModelStreamError(
-                f"the stream of {self.model!r} ended before 'message_stop' (connection closed "
-                "early; the response is incomplete)",
-                retryable=True,
-            )
+        if not await stream_sse(self.http_client, request, handle, redact=self._redact):
+            raise incomplete_stream_error(self.model, "'message_stop'")
 
     async def _call_api(
         self,
@@ -653,14 +620,7 @@ class AnthropicChatModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)
         response = await send_request(self.http_client, request, stream=False, redact=self._redact)
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise ModelUpstreamError(
-                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelUpstreamError(f"unexpected response of {self.model!r}: {payload!r:.200}")
+        payload = response_json(response, model=self.model)
         if payload.get("type") == "error":
             raise stream_error(payload, redact=self._redact)
         return parser.parse_message(payload)
@@ -673,8 +633,9 @@ class MiniMaxChatModel(AnthropicChatModel):
     Parameters are only ``max_tokens`` and ``thinking_enable`` (thinking is
     ``{"type": "adaptive"}``, no budget; no ``output_config``).  The default credential is
     :class:`~trioagent.credential.MiniMaxCredential` (``MINIMAX_API_KEY``), the default
-    formatter :class:`~trioagent.formatter.MiniMaxChatFormatter` (adds ``video/*``).
-    Other keyword arguments: see :class:`AnthropicChatModel`.
+    formatter :class:`~trioagent.formatter.MiniMaxChatFormatter` (adds ``video/*``), the
+    default ``context_size`` 1,000,000.  The other keyword arguments
+    (:class:`AnthropicChatOptions`): see :class:`AnthropicChatModel`.
     """
 
     type: ClassVar[str] = "minimax_chat"
@@ -688,14 +649,14 @@ class MiniMaxChatModel(AnthropicChatModel):
         parameters: MiniMaxChatParameters | None = None,
         context_size: int = 1_000_000,
         formatter: FormatterBase | None = None,
-        **kwargs: Any,
+        **options: Unpack[AnthropicChatOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or MiniMaxCredential(),
             context_size=context_size,
             formatter=formatter or MiniMaxChatFormatter(),
-            **kwargs,
+            **options,
         )
         self.parameters = parameters or MiniMaxChatParameters()
 

@@ -25,7 +25,7 @@ import json
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
 
 import attrs
 import httpx
@@ -61,7 +61,16 @@ if TYPE_CHECKING:
     from ..credential import CredentialBase
     from ..formatter import FormatterBase
 
-__all__ = ["ChatModelBase", "Emit", "StructuredResponse"]
+__all__ = [
+    "ChatModelBase",
+    "ChatModelOptions",
+    "Emit",
+    "StructuredResponse",
+    "in_range",
+    "one_of",
+    "positive_or_none",
+    "select_tools",
+]
 
 logger = logging.getLogger("trioagent.model")
 
@@ -86,6 +95,74 @@ _CALL_KWARGS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
 
 #: Chunks the provider's reader may parse ahead of the accumulator (bounded backpressure).
 _STREAM_BUFFER = 64
+
+
+class ChatModelOptions(TypedDict, total=False):
+    """The :class:`ChatModelBase` options a provider passes through unchanged.
+
+    A provider's constructor takes them as ``**options: Unpack[ChatModelOptions]``, so type
+    checkers see every keyword; their meaning and defaults are documented on
+    :class:`ChatModelBase`.  ``credential``, ``context_size`` and ``formatter`` are not here:
+    each provider takes them explicitly, with its own credential class and defaults.
+    """
+
+    stream: bool
+    max_retries: int
+    retry_delay: float
+    max_retry_delay: float
+    http_client: httpx.AsyncClient | None
+    timeout: float | None
+    read_timeout: float | None
+    connect_timeout: float | None
+    interrupt_grace: float
+
+
+# -- generation-parameter validators (attrs) --------------------------------------------------
+
+_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def in_range(
+    low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> _Validator:
+    """An attrs validator: ``None`` or a number within the interval."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+        if value is None:
+            return
+        ok_low = value > low if low_open else value >= low
+        ok_high = value < high if high_open else value <= high
+        if not (ok_low and ok_high):
+            interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+            raise ValueError(f"{attribute.name} must be in {interval}, got {value}")
+
+    return check
+
+
+def positive_or_none(instance: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    """An attrs validator: ``None`` or an integer > 0."""
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value}")
+
+
+def one_of(*choices: str) -> _Validator:
+    """An attrs validator: ``None`` or one of ``choices``."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+        if value is not None and value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}, got {value!r}")
+
+    return check
+
+
+def select_tools(
+    tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
+) -> list[dict[str, Any]] | None:
+    """``tools`` (OpenAI-style schemas) restricted to ``tool_choice.tools`` when that is set."""
+    if tools and tool_choice is not None and tool_choice.tools:
+        allowed = set(tool_choice.tools)
+        return [t for t in tools if t.get("function", {}).get("name") in allowed]
+    return tools
 
 
 class StructuredModel(Protocol):
@@ -163,6 +240,10 @@ class ChatModelBase(HTTPClientOwner):
         connect_timeout: httpx's connect timeout for a client the model creates.
         interrupt_grace: how long the INTERRUPTED partial response may take to be emitted
             after a cancellation (a shielded, bounded emission).
+
+    Providers take the options after ``formatter`` as ``**options:
+    Unpack[ChatModelOptions]`` (same names, same defaults, same effect); they set their own
+    default ``credential``, ``context_size`` and ``formatter``.
     """
 
     type: ClassVar[str] = "chat_model"
@@ -245,6 +326,19 @@ class ChatModelBase(HTTPClientOwner):
     def _call_kwargs() -> dict[str, Any]:
         """Extra request-body keys set for the current call (see ``_CALL_KWARGS``)."""
         return dict(_CALL_KWARGS.get() or {})
+
+    def _body_overrides(
+        self, extra_body: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(extra body, other per-call keys) for the current call.
+
+        A per-call ``extra_body`` (structured output's disable-thinking step, say) replaces
+        the model's ``extra_body`` as a whole.  (The OpenAI-compatible providers merge the two
+        key by key instead: ``OpenAICompatibleChatModel._split_call_kwargs``.)
+        """
+        call_kwargs = self._call_kwargs()
+        extra = call_kwargs.pop("extra_body", extra_body)
+        return dict(extra or {}), call_kwargs
 
     def _redact(self, text: str) -> str:
         """``text`` with the credential's secret replaced by ``***`` (for error messages)."""

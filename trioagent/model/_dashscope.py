@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import builtins
 import warnings
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import attrs
-import httpx
 
 from ..credential import DashScopeCredential
 from ..formatter import DashScopeChatFormatter, FormatterBase
 from ..message import Msg
 from ..types import ToolChoice
+from ._base import ChatModelOptions, select_tools
 from ._openai_compat import OpenAICompatibleChatModel, in_range, positive_or_none
 
 __all__ = ["DashScopeChatModel", "DashScopeChatParameters"]
@@ -64,8 +64,10 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
         parameters: generation parameters.
         extra_body: extra top-level request keys (a per-call extra body, such as structured
             output's disable-thinking step, updates it key by key).
+        context_size: the context window (default 131072).
         formatter: default :class:`~trioagent.formatter.DashScopeChatFormatter`.
-        Other keyword arguments: see :class:`~trioagent.model.ChatModelBase`.
+        **options: the other :class:`~trioagent.model.ChatModelBase` options
+            (:class:`~trioagent.model.ChatModelOptions`).
     """
 
     type: ClassVar[str] = "dashscope_chat"
@@ -79,32 +81,16 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
         credential: DashScopeCredential | None = None,
         parameters: DashScopeChatParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 131072,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or DashScopeCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or DashScopeChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or DashScopeChatParameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -159,7 +145,7 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
         body.update(call_kwargs)
         if tools:
             self._validate_tools(tools)
-        if formatted_tools := self._filter_tools(tools, tool_choice):
+        if formatted_tools := select_tools(tools, tool_choice):
             body["tools"] = formatted_tools
             if not p.parallel_tool_calls:
                 body["parallel_tool_calls"] = False

@@ -8,15 +8,15 @@ and the usage on the last choice chunk (cached prompt tokens in ``prompt_cache_h
 from __future__ import annotations
 
 import builtins
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import attrs
-import httpx
 
 from ..credential import DeepSeekCredential
 from ..formatter import DeepSeekChatFormatter, FormatterBase
 from ..message import Msg
 from ..types import ToolChoice
+from ._base import ChatModelOptions, select_tools
 from ._openai_compat import OpenAICompatibleChatModel, in_range, one_of, positive_or_none
 
 __all__ = ["DeepSeekChatModel", "DeepSeekChatParameters"]
@@ -53,8 +53,10 @@ class DeepSeekChatModel(OpenAICompatibleChatModel):
         parameters: generation parameters.
         extra_body: extra top-level request keys (a per-call extra body, such as structured
             output's disable-thinking step, updates it key by key).
+        context_size: the context window (default 65536).
         formatter: default :class:`~trioagent.formatter.DeepSeekChatFormatter`.
-        Other keyword arguments: see :class:`~trioagent.model.ChatModelBase`.
+        **options: the other :class:`~trioagent.model.ChatModelBase` options
+            (:class:`~trioagent.model.ChatModelOptions`).
     """
 
     type: ClassVar[str] = "deepseek_chat"
@@ -69,32 +71,16 @@ class DeepSeekChatModel(OpenAICompatibleChatModel):
         credential: DeepSeekCredential | None = None,
         parameters: DeepSeekChatParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 65536,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or DeepSeekCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or DeepSeekChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or DeepSeekChatParameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -122,7 +108,7 @@ class DeepSeekChatModel(OpenAICompatibleChatModel):
         thinking = self._merge_thinking(extra, p.thinking_enable)
         body.update(extra)
         body["thinking"] = thinking
-        if formatted_tools := self._filter_tools(tools, tool_choice):
+        if formatted_tools := select_tools(tools, tool_choice):
             body["tools"] = formatted_tools
         if tool_choice is not None:
             body["tool_choice"] = self._format_tool_choice(tool_choice)

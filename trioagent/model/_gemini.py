@@ -35,7 +35,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import attrs
 import httpx
@@ -54,14 +54,13 @@ from ..formatter._gemini import THOUGHT_SIGNATURE_PREFIX
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
 from ._accumulator import StreamAccumulator
-from ._base import ChatModelBase
+from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
 from ._http import (
-    _RequestBody,
-    _safe_url,
-    aclose_response,
     error_from_response,
-    error_from_transport,
-    read_sse,
+    incomplete_stream_error,
+    parse_event,
+    send_request,
+    stream_sse,
 )
 from ._json_repair import flatten_json_schema
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -91,21 +90,6 @@ def _identity(text: str) -> str:
 # -- parameters ------------------------------------------------------------------------------
 
 
-def _optional_range(low: float, high: float) -> Callable[[Any, Any, float | None], None]:
-    def check(instance: Any, attribute: attrs.Attribute[float | None], value: float | None) -> None:
-        if value is not None and not low <= value <= high:
-            raise ValueError(f"{attribute.name} must be in [{low}, {high}], got {value}")
-
-    return check
-
-
-def _positive_or_none(
-    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
 def _budget(instance: Any, attribute: attrs.Attribute[int | None], value: int | None) -> None:
     if value is not None and value < -1:
         raise ValueError(f"{attribute.name} must be >= 0, or -1 (dynamic), got {value}")
@@ -122,11 +106,11 @@ class GeminiChatParameters:
     {...}})``.
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
     thinking_budget: int | None = attrs.field(default=None, validator=_budget)
-    temperature: float | None = attrs.field(default=None, validator=_optional_range(0, 2))
-    top_p: float | None = attrs.field(default=None, validator=_optional_range(0, 1))
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
+    top_p: float | None = attrs.field(default=None, validator=in_range(0, 1))
 
 
 # -- tool schemas ----------------------------------------------------------------------------
@@ -295,31 +279,6 @@ def gemini_error(
     )
 
 
-async def _send(
-    client: httpx.AsyncClient, request: httpx.Request, *, stream: bool, redact: _Redact
-) -> httpx.Response:
-    """Send ``request``; return a 2xx response or raise :func:`gemini_error`.
-
-    As :func:`~trioagent.model._http.send_request`, with Gemini's error mapping.
-    """
-    url = _safe_url(request.url)
-    if isinstance(request.stream, httpx.ByteStream):
-        request.stream = _RequestBody(request.content)
-    try:
-        response = await client.send(request, stream=stream)
-    except httpx.TransportError as exc:
-        raise error_from_transport(exc, phase="request", url=url) from exc
-    if response.status_code < 400:
-        return response
-    try:
-        body = await response.aread()
-    except httpx.TransportError:
-        body = b""
-    finally:
-        await aclose_response(response)
-    raise gemini_error(response.status_code, response.headers, body, redact=redact)
-
-
 # -- response parsing ------------------------------------------------------------------------
 
 
@@ -455,9 +414,11 @@ class GeminiChatModel(ChatModelBase):
         extra_body: extra top-level request keys (``"safetySettings"``,
             ``"systemInstruction"``, ``"cachedContent"`` …).
         api_version: the API version in the URL path.
+        context_size: the context window (default 1048576).
         formatter: default :class:`~trioagent.formatter.GeminiChatFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.  Unlike other providers, every
-        HTTP error status is retried (``max_retries`` times), as the reference does.
+        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
+            Unlike other providers, every HTTP error status is retried (``max_retries``
+            times), as the reference does.
     """
 
     type: ClassVar[str] = "gemini_chat"
@@ -473,32 +434,16 @@ class GeminiChatModel(ChatModelBase):
         generation_config: dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
         api_version: str = "v1beta",
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 1048576,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or GeminiCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or GeminiChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or GeminiChatParameters()
         self.generation_config = dict(generation_config) if generation_config else None
@@ -524,9 +469,7 @@ class GeminiChatModel(ChatModelBase):
     def _format_tools(
         tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
     ) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
-        if tools and tool_choice is not None and tool_choice.tools:
-            allowed = set(tool_choice.tools)
-            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
+        tools = select_tools(tools, tool_choice)
         if not tools:
             return None, None
         formatted = [{"functionDeclarations": [_function_declaration(t) for t in tools]}]
@@ -616,27 +559,12 @@ class GeminiChatModel(ChatModelBase):
                 await send.send(delta)
             return False  # no terminator: the stream ends with the body
 
-        response = await _send(self.http_client, request, stream=True, redact=self._redact)
-        try:
-            await read_sse(response, handle)
-        finally:
-            await aclose_response(response)
+        await stream_sse(self.http_client, request, handle, redact=self._redact, error=gemini_error)
         if not parser.finished:
-            raise ModelStreamError(
-                f"the stream of {self.model!r} ended before a finishReason (connection closed "
-                "early; the response is incomplete)",
-                retryable=True,
-            )
+            raise incomplete_stream_error(self.model, "a finishReason")
 
     def _decode(self, data: str) -> dict[str, Any]:
-        try:
-            payload = json.loads(data)
-        except ValueError as exc:
-            raise ModelStreamError(
-                f"unparseable chunk in the stream of {self.model!r}: {data[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelStreamError(f"unexpected chunk in the stream: {data[:200]!r}")
+        payload = parse_event(data, model=self.model, unit="chunk")
         if isinstance(error := payload.get("error"), dict):
             code = error.get("code")
             status = code if isinstance(code, int) and code >= 400 else 500
@@ -653,7 +581,9 @@ class GeminiChatModel(ChatModelBase):
         body = await self._build_body(messages, tools, tool_choice)
         request = self._request(body, stream=False)
         parser = GeminiStreamParser(trio.current_time())
-        response = await _send(self.http_client, request, stream=False, redact=self._redact)
+        response = await send_request(
+            self.http_client, request, stream=False, redact=self._redact, error=gemini_error
+        )
         try:
             payload = self._decode(response.text)
         except ModelStreamError as exc:

@@ -4,7 +4,12 @@
   HTTP error statuses into typed :class:`~trioagent.exception.ModelError` subclasses, with the
   provider's message and code parsed from the JSON error body and ``Retry-After`` honoured.
 * :func:`read_sse` feeds ``response.aiter_text()`` (under ``contextlib.aclosing``) to an
-  :class:`~trioagent.model._sse.SSEDecoder` and hands each event to a callback.
+  :class:`~trioagent.model._sse.SSEDecoder` and hands each event to a callback
+  (:func:`read_decoded` does it for any incremental decoder); :func:`stream_sse` sends a
+  streaming request and reads it so, closing the response in every case.
+* :func:`bearer_headers`, :func:`parse_event`, :func:`response_json` and
+  :func:`incomplete_stream_error`: the request headers and the body checks the providers
+  share.
 * :func:`aclose_response` closes a response in a shielded, bounded scope, so a cancelled
   stream's connection is closed — never returned to the pool half-read.
 """
@@ -15,9 +20,9 @@ import contextlib
 import email.utils
 import json
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, Protocol, Self, TypeVar, cast
 
 import httpx
 import trio
@@ -37,23 +42,39 @@ from ._sse import ServerSentEvent, SSEDecoder
 
 __all__ = [
     "CLOSE_GRACE",
+    "ErrorMapper",
     "aclose_response",
+    "bearer_headers",
     "error_from_payload",
     "error_from_response",
     "error_from_transport",
+    "incomplete_stream_error",
+    "parse_event",
     "parse_retry_after",
+    "read_decoded",
     "read_sse",
+    "response_json",
     "send_request",
+    "stream_sse",
 ]
 
 #: Seconds a shielded response close may take (a plain TCP close is immediate).
 CLOSE_GRACE = 5.0
 
 _Redact = Callable[[str], str]
+_T = TypeVar("_T")
 
 
 def _identity(text: str) -> str:
     return text
+
+
+class ErrorMapper(Protocol):
+    """Turns an HTTP error response into the typed error (:func:`error_from_response`)."""
+
+    def __call__(
+        self, status: int, headers: httpx.Headers, body: bytes, *, redact: _Redact
+    ) -> ModelError: ...
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -161,6 +182,18 @@ def _safe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{url.host}{port}{url.path}"
 
 
+def bearer_headers(
+    api_key: str | None, *, stream: bool, organization: str | None = None
+) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` (and ``OpenAI-Organization`` when given), and
+    ``Accept``: ``text/event-stream`` for a streaming request, else ``application/json``."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    if organization:
+        headers["OpenAI-Organization"] = organization
+    headers["Accept"] = "text/event-stream" if stream else "application/json"
+    return headers
+
+
 class HTTPClientOwner:
     """One ``httpx.AsyncClient`` per object: injectable, else created on first use.
 
@@ -260,12 +293,14 @@ async def send_request(
     *,
     stream: bool,
     redact: _Redact = _identity,
+    error: ErrorMapper = error_from_response,
 ) -> httpx.Response:
     """Send ``request``; return a 2xx response or raise the typed error.
 
     With ``stream=True`` the body is left unread: the caller must finish with
     :func:`aclose_response`.  An error response's body is read (for the provider's message)
-    and the response closed.
+    and the response closed; ``error`` maps it to the exception raised (a provider with its
+    own error bodies passes its mapping).
     """
     url = _safe_url(request.url)
     if isinstance(request.stream, httpx.ByteStream):
@@ -282,7 +317,7 @@ async def send_request(
         body = b""
     finally:
         await aclose_response(response)
-    raise error_from_response(response.status_code, response.headers, body, redact=redact)
+    raise error(response.status_code, response.headers, body, redact=redact)
 
 
 async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[str, None]) -> None:
@@ -302,6 +337,45 @@ async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[str, No
                 pass
 
 
+async def read_decoded(
+    response: httpx.Response,
+    feed: Callable[[str], Iterable[_T]],
+    handle: Callable[[_T], Awaitable[bool]],
+    *,
+    close: Callable[[], _T | None] | None = None,
+) -> bool:
+    """Feed the response's text to an incremental decoder and each item it completes to
+    ``handle``, until ``handle`` returns ``True`` (the terminator).
+
+    ``feed`` takes a piece of decoded text and returns the items it completed; ``close``
+    (optional) returns an item left unterminated at the end of the body.  After the
+    terminator the rest of the body is drained (so the connection can be reused).  Returns
+    whether the terminator was seen; a connection failure mid-body raises
+    :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
+    the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
+    and its iterators finished before the exception propagates.
+    """
+    done = False
+    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
+    pieces = cast(AsyncGenerator[str, None], response.aiter_text())
+    async with contextlib.aclosing(pieces):
+        try:
+            async for piece in pieces:
+                for item in feed(piece):
+                    if not done:
+                        done = await handle(item)
+            if not done and close is not None and (rest := close()) is not None:
+                done = await handle(rest)
+        except httpx.TransportError as exc:
+            if done:
+                return True
+            raise error_from_transport(exc, phase="body") from exc
+        except BaseException:
+            await _discard_rest(response, pieces)
+            raise
+    return done
+
+
 async def read_sse(
     response: httpx.Response,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
@@ -314,21 +388,73 @@ async def read_sse(
     the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
     and its iterators finished before the exception propagates.
     """
-    decoder = SSEDecoder()
-    done = False
-    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
-    pieces = cast(AsyncGenerator[str, None], response.aiter_text())
-    async with contextlib.aclosing(pieces):
-        try:
-            async for piece in pieces:
-                for event in decoder.feed(piece):
-                    if not done:
-                        done = await handle(event)
-        except httpx.TransportError as exc:
-            if done:
-                return True
-            raise error_from_transport(exc, phase="body") from exc
-        except BaseException:
-            await _discard_rest(response, pieces)
-            raise
-    return done
+    return await read_decoded(response, SSEDecoder().feed, handle)
+
+
+async def stream_sse(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    handle: Callable[[ServerSentEvent], Awaitable[bool]],
+    *,
+    redact: _Redact = _identity,
+    error: ErrorMapper = error_from_response,
+) -> bool:
+    """Send a streaming request (:func:`send_request`) and feed its SSE events to ``handle``
+    (:func:`read_sse`); the response is closed in every case (shielded, bounded:
+    :func:`aclose_response`).  Returns whether ``handle`` saw the terminator."""
+    response = await send_request(client, request, stream=True, redact=redact, error=error)
+    try:
+        return await read_sse(response, handle)
+    finally:
+        await aclose_response(response)
+
+
+def incomplete_stream_error(model: str, before: str) -> ModelStreamError:
+    """The retryable error for a stream that ended before its terminator (``before``: what
+    was missing, as ``"'data: [DONE]'"``)."""
+    return ModelStreamError(
+        f"the stream of {model!r} ended before {before} (connection closed early; the "
+        "response is incomplete)",
+        retryable=True,
+    )
+
+
+def parse_event(data: str, *, model: str, unit: str) -> dict[str, Any]:
+    """One JSON object received in a stream (``unit`` names it in errors: ``"chunk"``,
+    ``"event"``, ``"line"``).
+
+    Raises:
+        ModelStreamError: ``data`` is not JSON, or not a JSON object.
+    """
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise ModelStreamError(
+            f"unparseable {unit} in the stream of {model!r}: {data[:200]!r}"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ModelStreamError(f"unexpected {unit} in the stream: {data[:200]!r}")
+    return payload
+
+
+def response_json(
+    response: httpx.Response, *, model: str, retryable: bool | None = None
+) -> dict[str, Any]:
+    """The JSON object of a non-streaming response.
+
+    Raises:
+        ModelUpstreamError: the body is not JSON, or not a JSON object (``retryable``:
+            ``None`` for the error class's default).
+    """
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise ModelUpstreamError(
+            f"the response of {model!r} is not JSON: {response.text[:200]!r}",
+            retryable=retryable,
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ModelUpstreamError(
+            f"unexpected response of {model!r}: {payload!r:.200}", retryable=retryable
+        )
+    return payload

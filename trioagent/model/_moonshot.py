@@ -9,15 +9,15 @@ as in the reference).
 from __future__ import annotations
 
 import builtins
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import attrs
-import httpx
 
 from ..credential import MoonshotCredential
 from ..formatter import FormatterBase, MoonshotChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
+from ._base import ChatModelOptions, select_tools
 from ._openai_compat import OpenAICompatibleChatModel, in_range, one_of, positive_or_none
 
 __all__ = ["MoonshotChatModel", "MoonshotChatParameters"]
@@ -57,8 +57,10 @@ class MoonshotChatModel(OpenAICompatibleChatModel):
         parameters: generation parameters.
         extra_body: extra top-level request keys (a per-call extra body, such as structured
             output's disable-thinking step, updates it key by key).
+        context_size: the context window (default 131072).
         formatter: default :class:`~trioagent.formatter.MoonshotChatFormatter`.
-        Other keyword arguments: see :class:`~trioagent.model.ChatModelBase`.
+        **options: the other :class:`~trioagent.model.ChatModelBase` options
+            (:class:`~trioagent.model.ChatModelOptions`).
     """
 
     type: ClassVar[str] = "moonshot_chat"
@@ -74,32 +76,16 @@ class MoonshotChatModel(OpenAICompatibleChatModel):
         credential: MoonshotCredential | None = None,
         parameters: MoonshotChatParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 131072,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or MoonshotCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or MoonshotChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or MoonshotChatParameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -129,7 +115,7 @@ class MoonshotChatModel(OpenAICompatibleChatModel):
         body.update(extra)
         if thinking is not None:
             body["thinking"] = thinking
-        if formatted_tools := self._filter_tools(tools, tool_choice):
+        if formatted_tools := select_tools(tools, tool_choice):
             body["tools"] = formatted_tools
         if tool_choice is not None:
             body["tool_choice"] = self._format_tool_choice(tool_choice)

@@ -16,11 +16,10 @@ read timeouts, a cut stream) are retried — never an HTTP error status, whose b
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, ClassVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Unpack
 
 import attrs
 import httpx
@@ -28,16 +27,18 @@ import trio
 
 from .._ids import generate_id
 from ..credential import OllamaCredential
-from ..exception import ModelError, ModelStreamError, ModelUpstreamError
+from ..exception import ModelError, ModelStreamError
 from ..formatter import FormatterBase, OllamaChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
-from ._base import ChatModelBase
+from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
 from ._http import (
-    _discard_rest,
     aclose_response,
     error_from_payload,
-    error_from_transport,
+    error_from_response,
+    parse_event,
+    read_decoded,
+    response_json,
     send_request,
 )
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -99,39 +100,7 @@ async def read_ndjson(
     httpx's nested iterators finished, in this task, before the exception propagates.
     """
     decoder = NDJSONDecoder()
-    done = False
-    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
-    pieces = cast(AsyncGenerator[str, None], response.aiter_text())
-    async with contextlib.aclosing(pieces):
-        try:
-            async for piece in pieces:
-                for line in decoder.feed(piece):
-                    if not done:
-                        done = await handle(line)
-            if not done and (rest := decoder.close()) is not None:
-                done = await handle(rest)
-        except httpx.TransportError as exc:
-            if done:
-                return True
-            raise error_from_transport(exc, phase="body") from exc
-        except BaseException:
-            await _discard_rest(response, pieces)
-            raise
-    return done
-
-
-def _positive_or_none(
-    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
-def _temperature(
-    instance: Any, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and not 0 <= value <= 2:
-        raise ValueError(f"{attribute.name} must be in [0, 2], got {value}")
+    return await read_decoded(response, decoder.feed, handle, close=decoder.close)
 
 
 @attrs.define(kw_only=True)
@@ -143,9 +112,9 @@ class OllamaChatParameters:
     thinking models such as qwen3 answer directly).
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
-    temperature: float | None = attrs.field(default=None, validator=_temperature)
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -236,6 +205,16 @@ class OllamaStreamParser:
         )
 
 
+def _http_error(
+    status: int, headers: httpx.Headers, body: bytes, *, redact: Callable[[str], str]
+) -> ModelError:
+    """The typed error for an HTTP error response, never retryable: §1.9, Ollama retries only
+    transport failures."""
+    exc = error_from_response(status, headers, body, redact=redact)
+    exc.retryable = False
+    return exc
+
+
 class OllamaChatModel(ChatModelBase):
     """A model served by Ollama (``/api/chat``), streamed as NDJSON.
 
@@ -248,10 +227,12 @@ class OllamaChatModel(ChatModelBase):
             ``-1``); not sent when ``None`` (the server's default), as the reference.
         extra_body: extra top-level request keys (``format``, ``options``, ...), merged after
             the parameters; an ``options`` dict is merged into the parameters' options.
+        context_size: the context window (default 32768).
         formatter: default :class:`~trioagent.formatter.OllamaChatFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.  ``tool_choice`` is not supported
-        by Ollama: only its ``tools`` list filters the schemas (a mode other than ``auto`` is
-        logged and ignored).
+        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
+
+    ``tool_choice`` is not supported by Ollama: only its ``tools`` list filters the schemas (a
+    mode other than ``auto`` is logged and ignored).
     """
 
     type: ClassVar[str] = "ollama_chat"
@@ -266,32 +247,16 @@ class OllamaChatModel(ChatModelBase):
         parameters: OllamaChatParameters | None = None,
         keep_alive: str | float | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 32768,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or OllamaCredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or OllamaChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or OllamaChatParameters()
         self.keep_alive = keep_alive
@@ -310,9 +275,7 @@ class OllamaChatModel(ChatModelBase):
     ) -> list[dict[str, Any]] | None:
         if tool_choice is None:
             return tools
-        if tools and tool_choice.tools:
-            allowed = set(tool_choice.tools)
-            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
+        tools = select_tools(tools, tool_choice)
         if tool_choice.mode != "auto":
             logger.warning(
                 "Ollama does not support tool_choice: mode %r ignored (tool_choice.tools "
@@ -346,9 +309,7 @@ class OllamaChatModel(ChatModelBase):
         body["think"] = p.thinking_enable
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        call_kwargs = self._call_kwargs()
-        extra_body = call_kwargs.pop("extra_body", self.extra_body)
-        for extra in (extra_body or {}, call_kwargs):
+        for extra in self._body_overrides(self.extra_body):
             for key, value in extra.items():
                 if key == "options" and isinstance(value, dict):
                     body["options"] = {**body.get("options", {}), **value}
@@ -367,22 +328,12 @@ class OllamaChatModel(ChatModelBase):
         )
 
     async def _send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
-        try:
-            return await send_request(self.http_client, request, stream=stream, redact=self._redact)
-        except ModelError as exc:
-            if exc.status_code is not None:
-                exc.retryable = False  # §1.9: Ollama never retries an HTTP error status
-            raise
+        return await send_request(
+            self.http_client, request, stream=stream, redact=self._redact, error=_http_error
+        )
 
     def _decode(self, line: str) -> dict[str, Any]:
-        try:
-            payload = json.loads(line)
-        except ValueError as exc:
-            raise ModelStreamError(
-                f"unparseable line in the stream of {self.model!r}: {line[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelStreamError(f"unexpected line in the stream: {line[:200]!r}")
+        payload = parse_event(line, model=self.model, unit="line")
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
         return payload
@@ -427,17 +378,7 @@ class OllamaChatModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = OllamaStreamParser(trio.current_time())
         response = await self._send(request, stream=False)
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise ModelUpstreamError(
-                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}",
-                retryable=False,
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelUpstreamError(
-                f"unexpected response of {self.model!r}: {payload!r:.200}", retryable=False
-            )
+        payload = response_json(response, model=self.model, retryable=False)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
         return parser.parse_completion(payload)

@@ -3,7 +3,8 @@
 ``POST {base_url}/chat/completions`` with a Bearer key.  Streaming requests set
 ``stream_options.include_usage`` and read the SSE stream until ``data: [DONE]``; a stream
 that ends without it raises :class:`~trioagent.exception.ModelStreamError`.  The parser
-(:class:`OpenAIStreamParser`) is shared with the other OpenAI-compatible providers.
+(:class:`OpenAIStreamParser`) and the transport (:class:`ChatCompletionsModel`) are shared
+with xAI and the other OpenAI-compatible providers.
 """
 
 from __future__ import annotations
@@ -11,28 +12,35 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
-import json
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import attrs
 import httpx
 import trio
 
 from .._ids import generate_id
-from ..credential import OpenAICredential
-from ..exception import ModelStreamError, ModelUpstreamError
+from ..credential import CredentialBase, OpenAICredential
 from ..formatter import FormatterBase, OpenAIChatFormatter
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
 from ._accumulator import wav_header
-from ._base import ChatModelBase
-from ._http import aclose_response, error_from_payload, read_sse, send_request
+from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
+from ._http import (
+    bearer_headers,
+    error_from_payload,
+    incomplete_stream_error,
+    parse_event,
+    response_json,
+    send_request,
+    stream_sse,
+)
 from ._json_repair import flatten_json_schema
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
 __all__ = [
+    "ChatCompletionsModel",
     "OpenAIChatModel",
     "OpenAIChatParameters",
     "OpenAIStreamParser",
@@ -43,28 +51,6 @@ __all__ = [
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
-_Validator = Callable[[Any, "attrs.Attribute[float | None]", "float | None"], None]
-
-
-def _optional_range(low: float, high: float, *, low_open: bool = False) -> _Validator:
-    def check(instance: Any, attribute: attrs.Attribute[float | None], value: float | None) -> None:
-        if value is None:
-            return
-        ok_low = value > low if low_open else value >= low
-        if not (ok_low and value <= high):
-            bracket = "(" if low_open else "["
-            raise ValueError(f"{attribute.name} must be in {bracket}{low}, {high}], got {value}")
-
-    return check
-
-
-def _positive_or_none(
-    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
 @attrs.define(kw_only=True)
 class OpenAIChatParameters:
     """Generation parameters of :class:`OpenAIChatModel`.
@@ -73,11 +59,11 @@ class OpenAIChatParameters:
     output (PCM16, returned as a ``audio/wav`` data block).
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
     reasoning_effort: ReasoningEffort | None = None
-    temperature: float | None = attrs.field(default=None, validator=_optional_range(0, 2))
-    top_p: float | None = attrs.field(default=None, validator=_optional_range(0, 1, low_open=True))
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
+    top_p: float | None = attrs.field(default=None, validator=in_range(0, 1, low_open=True))
     parallel_tool_calls: bool = True
     voice: str | None = None
 
@@ -239,7 +225,77 @@ class OpenAIStreamParser:
         )
 
 
-class OpenAIChatModel(ChatModelBase):
+class ChatCompletionsModel(ChatModelBase):
+    """The Chat Completions transport shared by :class:`OpenAIChatModel`, xAI and the
+    OpenAI-compatible providers.
+
+    ``POST {base_url}/chat/completions`` with a Bearer key (:meth:`_headers`), sent and read by
+    :func:`stream_chat_completions` / :func:`complete_chat_completions` with the parser of
+    :meth:`_parser`; a subclass builds the request body (:meth:`_build_body`).
+    """
+
+    credential: CredentialBase
+
+    async def _build_body(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _format_tool_choice(self, tool_choice: ToolChoice) -> str | dict[str, Any]:
+        """``auto``/``none``/``required`` as strings, a tool name as a function object."""
+        if tool_choice.mode in ("auto", "none", "required"):
+            return tool_choice.mode
+        return {"type": "function", "function": {"name": tool_choice.mode}}
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        return bearer_headers(self.credential.get_api_key(), stream=stream)
+
+    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
+        return self.http_client.build_request(
+            "POST",
+            f"{self.credential.get_base_url()}/chat/completions",
+            json=body,
+            headers=self._headers(stream=stream),
+        )
+
+    def _parser(self) -> OpenAIStreamParser:
+        """A parser for one call (started now)."""
+        return OpenAIStreamParser(trio.current_time())
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
+        body = await self._build_body(messages, tools, tool_choice, stream=True)
+        request = self._request(body, stream=True)
+        await stream_chat_completions(
+            self.http_client, request, self._parser(), send, model=self.model, redact=self._redact
+        )
+
+    async def _call_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+    ) -> ChatResponse:
+        body = await self._build_body(messages, tools, tool_choice, stream=False)
+        request = self._request(body, stream=False)
+        return await complete_chat_completions(
+            self.http_client, request, self._parser(), model=self.model, redact=self._redact
+        )
+
+
+class OpenAIChatModel(ChatCompletionsModel):
     """OpenAI Chat Completions (and any OpenAI-compatible server).
 
     Args:
@@ -248,8 +304,9 @@ class OpenAIChatModel(ChatModelBase):
             reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
         parameters: generation parameters.
         extra_body: extra top-level request keys (merged after the parameters).
+        context_size: the context window (default 128000).
         formatter: default :class:`~trioagent.formatter.OpenAIChatFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.
+        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
     """
 
     type: ClassVar[str] = "openai_chat"
@@ -263,32 +320,16 @@ class OpenAIChatModel(ChatModelBase):
         credential: OpenAICredential | None = None,
         parameters: OpenAIChatParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 128000,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or OpenAICredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or OpenAIChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or OpenAIChatParameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -296,26 +337,19 @@ class OpenAIChatModel(ChatModelBase):
     # -- request -------------------------------------------------------------------------------
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"Authorization": f"Bearer {self.credential.get_api_key()}"}
-        if organization := self.credential.get_organization():
-            headers["OpenAI-Organization"] = organization
-        headers["Accept"] = "text/event-stream" if stream else "application/json"
-        return headers
+        return bearer_headers(
+            self.credential.get_api_key(),
+            stream=stream,
+            organization=self.credential.get_organization(),
+        )
 
     @staticmethod
     def _format_tools(
         tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
-    ) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
-        if tools and tool_choice is not None and tool_choice.tools:
-            allowed = set(tool_choice.tools)
-            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
-        if tools:
-            tools = [_flatten_tool(t) for t in tools]
-        if tool_choice is None:
-            return tools, None
-        if tool_choice.mode in ("auto", "none", "required"):
-            return tools, tool_choice.mode
-        return tools, {"type": "function", "function": {"name": tool_choice.mode}}
+    ) -> list[dict[str, Any]] | None:
+        """The tools allowed by ``tool_choice``, their parameter schemas flattened."""
+        tools = select_tools(tools, tool_choice)
+        return [_flatten_tool(t) for t in tools] if tools else tools
 
     async def _build_body(
         self,
@@ -343,58 +377,18 @@ class OpenAIChatModel(ChatModelBase):
         if p.voice:
             body["audio"] = {"voice": p.voice, "format": "pcm16"}
             body["modalities"] = ["text", "audio"]
-        call_kwargs = self._call_kwargs()
-        extra_body = call_kwargs.pop("extra_body", self.extra_body)
-        if extra_body:
-            body.update(extra_body)
+        extra_body, call_kwargs = self._body_overrides(self.extra_body)
+        body.update(extra_body)
         body.update(call_kwargs)
-        formatted_tools, formatted_choice = self._format_tools(tools, tool_choice)
-        if formatted_tools:
+        if formatted_tools := self._format_tools(tools, tool_choice):
             body["tools"] = formatted_tools
             if not p.parallel_tool_calls:
                 body["parallel_tool_calls"] = False
-        if formatted_choice is not None:
-            body["tool_choice"] = formatted_choice
+        if tool_choice is not None:
+            body["tool_choice"] = self._format_tool_choice(tool_choice)
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
-
-    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
-        return self.http_client.build_request(
-            "POST",
-            f"{self.credential.get_base_url()}/chat/completions",
-            json=body,
-            headers=self._headers(stream=stream),
-        )
-
-    # -- hooks ---------------------------------------------------------------------------------
-
-    async def _stream_api(
-        self,
-        messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
-    ) -> None:
-        body = await self._build_body(messages, tools, tool_choice, stream=True)
-        request = self._request(body, stream=True)
-        parser = OpenAIStreamParser(trio.current_time())
-        await stream_chat_completions(
-            self.http_client, request, parser, send, model=self.model, redact=self._redact
-        )
-
-    async def _call_api(
-        self,
-        messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: ToolChoice | None,
-    ) -> ChatResponse:
-        body = await self._build_body(messages, tools, tool_choice, stream=False)
-        request = self._request(body, stream=False)
-        parser = OpenAIStreamParser(trio.current_time())
-        return await complete_chat_completions(
-            self.http_client, request, parser, model=self.model, redact=self._redact
-        )
 
 
 def _flatten_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -423,37 +417,21 @@ async def stream_chat_completions(
 
     Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable chunk or a stream
     that ends before ``data: [DONE]``, and the typed error of an ``{"error": ...}`` chunk.  The
-    response is closed in every case (shielded, bounded: :func:`aclose_response`).
+    response is closed in every case (:func:`~trioagent.model._http.stream_sse`).
     """
 
     async def handle(event: ServerSentEvent) -> bool:
         if event.data.strip() == "[DONE]":
             return True
-        try:
-            payload = json.loads(event.data)
-        except ValueError as exc:
-            raise ModelStreamError(
-                f"unparseable chunk in the stream of {model!r}: {event.data[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelStreamError(f"unexpected chunk in the stream: {event.data[:200]!r}")
+        payload = parse_event(event.data, model=model, unit="chunk")
         if payload.get("error"):
             raise error_from_payload(payload, redact=redact)
         if (delta := parser.parse(payload)) is not None:
             await send.send(delta)
         return False
 
-    response = await send_request(client, request, stream=True, redact=redact)
-    try:
-        done = await read_sse(response, handle)
-    finally:
-        await aclose_response(response)
-    if not done:
-        raise ModelStreamError(
-            f"the stream of {model!r} ended before 'data: [DONE]' (connection closed "
-            "early; the response is incomplete)",
-            retryable=True,
-        )
+    if not await stream_sse(client, request, handle, redact=redact):
+        raise incomplete_stream_error(model, "'data: [DONE]'")
 
 
 async def complete_chat_completions(
@@ -466,14 +444,7 @@ async def complete_chat_completions(
 ) -> ChatResponse:
     """Send a non-streaming ``chat/completions`` request and parse the complete response."""
     response = await send_request(client, request, stream=False, redact=redact)
-    try:
-        payload = response.json()
-    except ValueError as exc:
-        raise ModelUpstreamError(
-            f"the response of {model!r} is not JSON: {response.text[:200]!r}"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise ModelUpstreamError(f"unexpected response of {model!r}: {payload!r:.200}")
+    payload = response_json(response, model=model)
     if payload.get("error"):
         raise error_from_payload(payload, redact=redact)
     return parser.parse_completion(payload)

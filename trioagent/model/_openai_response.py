@@ -16,9 +16,8 @@ returned it, ``null`` fields dropped), which
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import attrs
 import httpx
@@ -26,13 +25,21 @@ import trio
 
 from .._ids import generate_id
 from ..credential import OpenAICredential
-from ..exception import ModelStreamError, ModelUpstreamError
+from ..exception import ModelUpstreamError
 from ..formatter import FormatterBase, OpenAIResponseFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
-from ._base import ChatModelBase
-from ._http import aclose_response, error_from_payload, read_sse, send_request
-from ._openai import ReasoningEffort, _optional_range, _positive_or_none
+from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none
+from ._http import (
+    bearer_headers,
+    error_from_payload,
+    incomplete_stream_error,
+    parse_event,
+    response_json,
+    send_request,
+    stream_sse,
+)
+from ._openai import ReasoningEffort
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -53,10 +60,10 @@ class OpenAIResponseParameters:
     when ``thinking_enable`` is set and ``reasoning_effort`` is given.
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
     reasoning_effort: ReasoningEffort | None = None
-    temperature: float | None = attrs.field(default=None, validator=_optional_range(0, 2))
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
 
 
 def _drop_none(value: Any) -> Any:
@@ -315,8 +322,9 @@ class OpenAIResponseModel(ChatModelBase):
             reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
         parameters: generation parameters.
         extra_body: extra top-level request keys (merged after the parameters).
+        context_size: the context window (default 200000).
         formatter: default :class:`~trioagent.formatter.OpenAIResponseFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.
+        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
     """
 
     type: ClassVar[str] = "openai_response"
@@ -330,32 +338,16 @@ class OpenAIResponseModel(ChatModelBase):
         credential: OpenAICredential | None = None,
         parameters: OpenAIResponseParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 200000,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or OpenAICredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or OpenAIResponseFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or OpenAIResponseParameters()
         self.extra_body = dict(extra_body) if extra_body else None
@@ -363,11 +355,11 @@ class OpenAIResponseModel(ChatModelBase):
     # -- request -------------------------------------------------------------------------------
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"Authorization": f"Bearer {self.credential.get_api_key()}"}
-        if organization := self.credential.get_organization():
-            headers["OpenAI-Organization"] = organization
-        headers["Accept"] = "text/event-stream" if stream else "application/json"
-        return headers
+        return bearer_headers(
+            self.credential.get_api_key(),
+            stream=stream,
+            organization=self.credential.get_organization(),
+        )
 
     @staticmethod
     def _format_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
@@ -415,12 +407,10 @@ class OpenAIResponseModel(ChatModelBase):
             body["temperature"] = p.temperature
         if p.thinking_enable and p.reasoning_effort:
             body["reasoning"] = {"effort": p.reasoning_effort}
-        call_kwargs = self._call_kwargs()
+        extra_body, call_kwargs = self._body_overrides(self.extra_body)
         for key in _DROPPED_CALL_KWARGS:
             call_kwargs.pop(key, None)
-        extra_body = call_kwargs.pop("extra_body", self.extra_body)
-        if extra_body:
-            body.update(extra_body)
+        body.update(extra_body)
         body.update(call_kwargs)
         if (formatted_tools := self._format_tools(tools)) is not None:
             body["tools"] = formatted_tools
@@ -453,31 +443,16 @@ class OpenAIResponseModel(ChatModelBase):
             data = event.data.strip()
             if data == "[DONE]":
                 return True
-            try:
-                payload = json.loads(data)
-            except ValueError as exc:
-                raise ModelStreamError(
-                    f"unparseable event in the stream of {self.model!r}: {data[:200]!r}"
-                ) from exc
-            if not isinstance(payload, dict):
-                raise ModelStreamError(f"unexpected event in the stream: {data[:200]!r}")
+            payload = parse_event(data, model=self.model, unit="event")
             if "type" not in payload and event.event != "message":
                 payload["type"] = event.event
             if (delta := parser.parse(payload, redact=self._redact)) is not None:
                 await send.send(delta)
             return parser.done
 
-        response = await send_request(self.http_client, request, stream=True, redact=self._redact)
-        try:
-            finished = await read_sse(response, handle)
-        finally:
-            await aclose_response(response)
+        finished = await stream_sse(self.http_client, request, handle, redact=self._redact)
         if not finished or not parser.done:
-            raise ModelStreamError(
-                f"the stream of {self.model!r} ended before 'response.completed' (connection "
-                "closed early; the response is incomplete)",
-                retryable=True,
-            )
+            raise incomplete_stream_error(self.model, "'response.completed'")
 
     async def _call_api(
         self,
@@ -489,14 +464,7 @@ class OpenAIResponseModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = OpenAIResponseStreamParser(trio.current_time())
         response = await send_request(self.http_client, request, stream=False, redact=self._redact)
-        try:
-            payload = response.json()
-        except ValueError as exc:
-            raise ModelUpstreamError(
-                f"the response of {self.model!r} is not JSON: {response.text[:200]!r}"
-            ) from exc
-        if not isinstance(payload, dict):
-            raise ModelUpstreamError(f"unexpected response of {self.model!r}: {payload!r:.200}")
+        payload = response_json(response, model=self.model)
         if payload.get("error") or payload.get("status") == "failed":
             raise error_from_payload(
                 {"error": payload.get("error") or "the response failed"}, redact=self._redact

@@ -21,10 +21,9 @@ shared :class:`~trioagent.model._openai.OpenAIStreamParser` (reasoning arrives i
 from __future__ import annotations
 
 import builtins
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import attrs
-import httpx
 import trio
 
 from ..credential import XAICredential
@@ -32,32 +31,13 @@ from ..exception import ModelCredentialError, ModelError
 from ..formatter import FormatterBase, XAIChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
-from ._base import ChatModelBase
-from ._openai import OpenAIStreamParser, complete_chat_completions, stream_chat_completions
+from ._base import ChatModelOptions, in_range, positive_or_none, select_tools
+from ._openai import ChatCompletionsModel, OpenAIStreamParser
 from ._response import ChatResponse, ChatUsage
 
 __all__ = ["XAIChatModel", "XAIChatParameters"]
 
 XAIReasoningEffort = Literal["low", "medium", "high"]
-
-
-def _positive_or_none(
-    instance: Any, attribute: attrs.Attribute[int | None], value: int | None
-) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
-def _temperature(
-    instance: Any, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and not 0 <= value <= 2:
-        raise ValueError(f"{attribute.name} must be in [0, 2], got {value}")
-
-
-def _top_p(instance: Any, attribute: attrs.Attribute[float | None], value: float | None) -> None:
-    if value is not None and not 0 < value <= 1:
-        raise ValueError(f"{attribute.name} must be in (0, 1], got {value}")
 
 
 @attrs.define(kw_only=True)
@@ -68,11 +48,11 @@ class XAIChatParameters:
     as ``grok-3-mini``).
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_tokens: int | None = attrs.field(default=None, validator=positive_or_none)
     thinking_enable: bool = False
     reasoning_effort: XAIReasoningEffort | None = None
-    temperature: float | None = attrs.field(default=None, validator=_temperature)
-    top_p: float | None = attrs.field(default=None, validator=_top_p)
+    temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
+    top_p: float | None = attrs.field(default=None, validator=in_range(0, 1, low_open=True))
 
 
 def _xai_usage(raw: dict[str, Any], elapsed: float) -> ChatUsage:
@@ -109,7 +89,7 @@ class _XAIStreamParser(OpenAIStreamParser):
         return response
 
 
-class XAIChatModel(ChatModelBase):
+class XAIChatModel(ChatCompletionsModel):
     """xAI Grok models over the OpenAI-compatible REST API (see the module docstring).
 
     Args:
@@ -119,8 +99,10 @@ class XAIChatModel(ChatModelBase):
         parameters: generation parameters.
         extra_body: extra top-level request keys (merged after the parameters; a per-call
             ``extra_body`` replaces it).
+        context_size: the context window (default 131072).
         formatter: default :class:`~trioagent.formatter.XAIChatFormatter`.
-        Other keyword arguments: see :class:`ChatModelBase`.
+        **options: the other :class:`~trioagent.model.ChatModelBase` options
+            (:class:`~trioagent.model.ChatModelOptions`).
     """
 
     type: ClassVar[str] = "xai_chat"
@@ -134,53 +116,28 @@ class XAIChatModel(ChatModelBase):
         credential: XAICredential | None = None,
         parameters: XAIChatParameters | None = None,
         extra_body: dict[str, Any] | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        max_retry_delay: float = 30.0,
         context_size: int = 131072,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        timeout: float | None = None,
-        read_timeout: float | None = 120.0,
-        connect_timeout: float | None = 10.0,
-        interrupt_grace: float = 5.0,
+        **options: Unpack[ChatModelOptions],
     ) -> None:
         super().__init__(
             model,
             credential=credential or XAICredential(),
-            stream=stream,
-            max_retries=max_retries,
-            retry_delay=retry_delay,
-            max_retry_delay=max_retry_delay,
             context_size=context_size,
             formatter=formatter or XAIChatFormatter(),
-            http_client=http_client,
-            timeout=timeout,
-            read_timeout=read_timeout,
-            connect_timeout=connect_timeout,
-            interrupt_grace=interrupt_grace,
+            **options,
         )
         self.parameters = parameters or XAIChatParameters()
         self.extra_body = dict(extra_body) if extra_body else None
 
     # -- request -------------------------------------------------------------------------------
 
-    def _headers(self, *, stream: bool) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {self.credential.get_api_key()}",
-            "Accept": "text/event-stream" if stream else "application/json",
-        }
-
     @staticmethod
     def _format_tools(
         tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
-    ) -> tuple[list[dict[str, Any]], str | dict[str, Any] | None]:
-        if tools and tool_choice is not None and tool_choice.tools:
-            allowed = set(tool_choice.tools)
-            tools = [t for t in tools if t.get("function", {}).get("name") in allowed]
+    ) -> list[dict[str, Any]]:
         formatted = []
-        for tool in tools or []:
+        for tool in select_tools(tools, tool_choice) or []:
             function = tool.get("function")
             if tool.get("type") != "function" or not isinstance(function, dict):
                 continue  # the reference sends function tools only
@@ -194,11 +151,7 @@ class XAIChatModel(ChatModelBase):
                     },
                 }
             )
-        if tool_choice is None:
-            return formatted, None
-        if tool_choice.mode in ("auto", "none", "required"):
-            return formatted, tool_choice.mode
-        return formatted, {"type": "function", "function": {"name": tool_choice.mode}}
+        return formatted
 
     async def _build_body(
         self,
@@ -223,27 +176,19 @@ class XAIChatModel(ChatModelBase):
             body["top_p"] = p.top_p
         if p.thinking_enable and p.reasoning_effort:
             body["reasoning_effort"] = p.reasoning_effort
-        call_kwargs = self._call_kwargs()
-        extra_body = call_kwargs.pop("extra_body", self.extra_body)
-        if extra_body:
-            body.update(extra_body)
+        extra_body, call_kwargs = self._body_overrides(self.extra_body)
+        body.update(extra_body)
         body.update(call_kwargs)
-        formatted_tools, formatted_choice = self._format_tools(tools, tool_choice)
-        if formatted_tools:
+        if formatted_tools := self._format_tools(tools, tool_choice):
             body["tools"] = formatted_tools
-        if formatted_choice is not None:
-            body["tool_choice"] = formatted_choice
+        if tool_choice is not None:
+            body["tool_choice"] = self._format_tool_choice(tool_choice)
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
-        return self.http_client.build_request(
-            "POST",
-            f"{self.credential.get_base_url()}/chat/completions",
-            json=body,
-            headers=self._headers(stream=stream),
-        )
+    def _parser(self) -> OpenAIStreamParser:
+        return _XAIStreamParser(trio.current_time())
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -255,16 +200,7 @@ class XAIChatModel(ChatModelBase):
         send: trio.MemorySendChannel[ChatResponse],
     ) -> None:
         try:
-            body = await self._build_body(messages, tools, tool_choice, stream=True)
-            request = self._request(body, stream=True)
-            await stream_chat_completions(
-                self.http_client,
-                request,
-                _XAIStreamParser(trio.current_time()),
-                send,
-                model=self.model,
-                redact=self._redact,
-            )
+            await super()._stream_api(messages, tools, tool_choice, send)
         except ModelCredentialError:
             raise
         except ModelError as exc:
@@ -278,15 +214,7 @@ class XAIChatModel(ChatModelBase):
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
         try:
-            body = await self._build_body(messages, tools, tool_choice, stream=False)
-            request = self._request(body, stream=False)
-            return await complete_chat_completions(
-                self.http_client,
-                request,
-                _XAIStreamParser(trio.current_time()),
-                model=self.model,
-                redact=self._redact,
-            )
+            return await super()._call_api(messages, tools, tool_choice)
         except ModelCredentialError:
             raise
         except ModelError as exc:
