@@ -1052,3 +1052,25 @@ async def test_a_model_call_cut_short_ends_the_reply_interrupted():
     assert rec.ends[0].finished_reason == "interrupted"
     # The partial text is kept, and it is exactly what the consumer saw.
     assert agent.state.context[-1].get_text_content() == "".join(deltas)
+
+
+async def test_a_failing_pull_layer_ends_the_reply_with_error(autojump_clock):
+    """An on_reply layer using next_handler.stream() raises mid-reply: the inner layers are
+    cancelled, yet the one end event says ERROR (with the layer's error), not INTERRUPTED."""
+
+    class Picky(MiddlewareBase):
+        async def on_reply(self, agent, input_kwargs, next_handler, emit):
+            async with next_handler.stream() as items:
+                async for item in items:
+                    if getattr(item, "type", None) == "TEXT_BLOCK_DELTA":
+                        raise ValueError("no text allowed")
+                    await emit(item)
+
+    agent, _ = make_agent([text_chunks("a", "b", "c")], middlewares=[Picky()])
+    rec = Recorder()
+    with pytest.raises(ValueError, match="no text allowed"):
+        await agent.reply(user(), on_event=rec)
+    assert [e.finished_reason for e in rec.ends] == [ReplyFinishedReason.ERROR]
+    assert rec.events[-1] is rec.ends[0]
+    assert rec.ends[0].error is not None
+    assert "no text allowed" in rec.ends[0].error.message

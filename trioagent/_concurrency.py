@@ -44,9 +44,14 @@ def is_cancellation(exc: BaseException) -> bool:
 
 
 class EndSettler(Protocol):
-    """Lets a pull layer wait until an end event it handed over was delivered or dropped."""
+    """The agent side of a pull layer in the ``on_reply`` chain."""
 
-    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None: ...
+    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
+        """Wait until an end event handed to the puller was delivered or dropped."""
+
+    def note_failure(self, exc: BaseException) -> None:
+        """The puller failed with ``exc``: the inner layers about to be cancelled should end
+        the reply with ERROR (not INTERRUPTED)."""
 
 
 class PullStream:
@@ -122,6 +127,8 @@ class PullStream:
     ) -> bool:
         assert self._recv is not None
         assert self._nursery is not None
+        if exc is not None and self._settler is not None and not is_cancellation(exc):
+            self._settler.note_failure(exc)
         self._puller_gone = True
         self._recv.close()
         if exc_type is None:

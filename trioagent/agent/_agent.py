@@ -315,6 +315,11 @@ class Agent:
         if self._run is not None:
             await self._run.settle_end(send)
 
+    def note_failure(self, exc: BaseException) -> None:
+        """Chain hook: an ``on_reply`` pull layer failed; the reply ends with ERROR."""
+        if self._run is not None and self._run.failure is None:
+            self._run.failure = exc
+
     async def _run_reply(
         self,
         inputs: ReplyInputs,
@@ -395,10 +400,12 @@ class Agent:
                 await self._finish_abnormally(emit, run, ReplyFinishedReason.INTERRUPTED, None)
         except BaseException as exc:
             if run.started and run.end is None:
-                if is_cancellation(exc):
+                # A cancellation caused by an outer layer's failure ends the reply with ERROR.
+                failure = run.failure if is_cancellation(exc) else exc
+                if failure is None:
                     await self._finish_abnormally(emit, run, ReplyFinishedReason.INTERRUPTED, None)
                 else:
-                    await self._finish_abnormally(emit, run, ReplyFinishedReason.ERROR, exc)
+                    await self._finish_abnormally(emit, run, ReplyFinishedReason.ERROR, failure)
             raise
 
     async def _finish_abnormally(

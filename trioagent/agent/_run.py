@@ -35,6 +35,7 @@ class ReplyRun:
     __slots__ = (
         "_consumer",
         "end",
+        "failure",
         "final_msg",
         "outcome",
         "parked",
@@ -54,6 +55,8 @@ class ReplyRun:
         self.end: ReplyEndEvent | None = None
         self.final_msg: Msg | None = None
         self.outcome: ReplyFinishedReason | None = None
+        #: An outer ``on_reply`` layer's error that is cancelling the inner layers.
+        self.failure: BaseException | None = None
 
     async def deliver(self, item: Any) -> None:
         """The outermost sink: enforce "one end, last" and pass items to the consumer."""
