@@ -24,7 +24,15 @@ from urllib.request import url2pathname
 import httpx
 import trio
 
-from ..message import Base64Source, DataBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from ..message import (
+    Base64Source,
+    DataBlock,
+    HintBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
 __all__ = [
     "DEFAULT_CONVERSATION_HISTORY_PROMPT",
@@ -56,6 +64,8 @@ class FormatterBase:
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain",)
+    #: The ``type`` of a text content part in this dialect (see :meth:`content_parts`).
+    text_part_type: ClassVar[str] = "text"
 
     def __init__(self, input_types: Sequence[str] | None = None) -> None:
         self.input_types: list[str] = list(
@@ -107,6 +117,35 @@ class FormatterBase:
     ) -> None:
         """Append the provider messages for ``msg`` to ``out`` (see :meth:`_format_each`)."""
         raise NotImplementedError
+
+    # -- content parts -----------------------------------------------------------------------
+
+    async def format_data_block(
+        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+    ) -> dict[str, Any] | None:
+        """One content part for a data block, or ``None`` when it is skipped."""
+        raise NotImplementedError(f"{type(self).__name__} does not format data blocks as parts")
+
+    async def content_parts(
+        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+    ) -> list[dict[str, Any]]:
+        """Text and data content parts, in order (skipped data blocks leave no part)."""
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if isinstance(block, TextBlock):
+                parts.append({"type": self.text_part_type, "text": block.text})
+            elif (part := await self.format_data_block(block, http_client)) is not None:
+                parts.append(part)
+        return parts
+
+    async def hint_message(
+        self, block: HintBlock, http_client: httpx.AsyncClient | None
+    ) -> dict[str, Any] | None:
+        """A hint as a user message of content parts (``None`` when nothing is left)."""
+        if isinstance(block.hint, str):
+            return {"role": "user", "content": [{"type": self.text_part_type, "text": block.hint}]}
+        parts = await self.content_parts(block.hint, http_client)
+        return {"role": "user", "content": parts} if parts else None
 
     # -- media -------------------------------------------------------------------------------
 

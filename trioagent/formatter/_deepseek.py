@@ -76,7 +76,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
             message["tool_calls"] = tool_calls
         return message
 
-    async def _hint_message(
+    async def hint_message(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
     ) -> dict[str, Any] | None:
         if isinstance(block.hint, str):
@@ -102,7 +102,10 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
     ) -> dict[str, Any]:
-        return {"role": "user", "content": _content(await self._parts(promoted, http_client))}
+        return {
+            "role": "user",
+            "content": _content(await self.content_parts(promoted, http_client)),
+        }
 
 
 class DeepSeekMultiAgentFormatter(OpenAIMultiAgentFormatter):

@@ -10,7 +10,7 @@ messages of several speakers into one ``<history>`` user message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import httpx
@@ -91,7 +91,7 @@ class OpenAIChatFormatter(FormatterBase):
                         content.append(part)
                 case HintBlock():
                     flush()
-                    if (hint := await self._hint_message(block, http_client)) is not None:
+                    if (hint := await self.hint_message(block, http_client)) is not None:
                         out.append(hint)
                 case ToolCallBlock():
                     tool_calls.append(
@@ -144,32 +144,13 @@ class OpenAIChatFormatter(FormatterBase):
             message["tool_calls"] = tool_calls
         return message
 
-    async def _parts(
-        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        for block in blocks:
-            if isinstance(block, TextBlock):
-                parts.append({"type": "text", "text": block.text})
-            elif (part := await self.format_data_block(block, http_client)) is not None:
-                parts.append(part)
-        return parts
-
-    async def _hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
-        if isinstance(block.hint, str):
-            return {"role": "user", "content": [{"type": "text", "text": block.hint}]}
-        parts = await self._parts(block.hint, http_client)
-        return {"role": "user", "content": parts} if parts else None
-
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
     ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "user"}
         if self.promoted_media_name is not None:
             message["name"] = self.promoted_media_name
-        message["content"] = await self._parts(promoted, http_client)
+        message["content"] = await self.content_parts(promoted, http_client)
         return message
 
     async def format_data_block(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -58,6 +57,7 @@ class OpenAIResponseFormatter(FormatterBase):
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", _PDF)
+    text_part_type: ClassVar[str] = "input_text"
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
@@ -92,7 +92,7 @@ class OpenAIResponseFormatter(FormatterBase):
                         content.append(part)
                 case HintBlock():
                     flush()
-                    if (hint := await self._hint_item(block, http_client)) is not None:
+                    if (hint := await self.hint_message(block, http_client)) is not None:
                         out.append(hint)
                 case ToolCallBlock():
                     function_calls.append(
@@ -153,25 +153,6 @@ class OpenAIResponseFormatter(FormatterBase):
         return self.is_supported(media_type) and (
             media_type.startswith("image/") or media_type == _PDF
         )
-
-    async def _parts(
-        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
-        for block in blocks:
-            if isinstance(block, TextBlock):
-                parts.append({"type": "input_text", "text": block.text})
-            elif (part := await self.format_data_block(block, http_client)) is not None:
-                parts.append(part)
-        return parts
-
-    async def _hint_item(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
-        if isinstance(block.hint, str):
-            return {"role": "user", "content": [{"type": "input_text", "text": block.hint}]}
-        parts = await self._parts(block.hint, http_client)
-        return {"role": "user", "content": parts} if parts else None
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None

@@ -30,7 +30,6 @@ the assistant message that called them); thinking is dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -57,7 +56,7 @@ class _XAIFormatterBase(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/jpeg", "image/png")
 
-    async def format_image(
+    async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
     ) -> dict[str, Any] | None:
         """An ``image_url`` part, or ``None`` when the block is skipped (with a warning).
@@ -81,18 +80,6 @@ class _XAIFormatterBase(FormatterBase):
         else:
             url = source.url
         return {"type": "image_url", "image_url": {"url": url}}
-
-    async def user_parts(
-        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
-        """Text and image parts of a user message, in order."""
-        parts: list[dict[str, Any]] = []
-        for block in blocks:
-            if isinstance(block, TextBlock):
-                parts.append({"type": "text", "text": block.text})
-            elif (part := await self.format_image(block, http_client)) is not None:
-                parts.append(part)
-        return parts
 
 
 class XAIChatFormatter(_XAIFormatterBase):
@@ -120,14 +107,6 @@ class XAIChatFormatter(_XAIFormatterBase):
                 await self._format_assistant(msg, out, http_client)
         return out
 
-    async def _hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
-        if isinstance(block.hint, str):
-            return {"role": "user", "content": [{"type": "text", "text": block.hint}]}
-        parts = await self.user_parts(block.hint, http_client)
-        return {"role": "user", "content": parts} if parts else None
-
     async def _format_user(
         self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
     ) -> None:
@@ -137,13 +116,13 @@ class XAIChatFormatter(_XAIFormatterBase):
                 case TextBlock():
                     parts.append({"type": "text", "text": block.text})
                 case DataBlock():
-                    if (part := await self.format_image(block, http_client)) is not None:
+                    if (part := await self.format_data_block(block, http_client)) is not None:
                         parts.append(part)
                 case HintBlock():
                     if parts:
                         out.append({"role": "user", "content": parts})
                         parts = []
-                    if (hint := await self._hint_message(block, http_client)) is not None:
+                    if (hint := await self.hint_message(block, http_client)) is not None:
                         out.append(hint)
                 case _:
                     pass  # a user message holds only text, data and hints
@@ -186,11 +165,11 @@ class XAIChatFormatter(_XAIFormatterBase):
                     text, promoted = await self.convert_tool_result_to_string(block.output)
                     out.append({"role": "tool", "tool_call_id": block.id, "content": text})
                     if promoted:
-                        parts = await self.user_parts(promoted, http_client)
+                        parts = await self.content_parts(promoted, http_client)
                         pending_media.append({"role": "user", "content": parts})
                 case HintBlock():
                     flush()
-                    if (hint := await self._hint_message(block, http_client)) is not None:
+                    if (hint := await self.hint_message(block, http_client)) is not None:
                         out.append(hint)
                 case ThinkingBlock():
                     pass  # reasoning is not replayed to xAI
@@ -239,7 +218,7 @@ class XAIMultiAgentFormatter(MultiAgentFormatterBase[XAIChatFormatter], _XAIForm
                 if words:
                     lines.append(" ".join(words))
             images = [b for msg in group for b in msg.content if isinstance(b, DataBlock)]
-            parts = await self.user_parts(images, http_client)
+            parts = await self.content_parts(images, http_client)
             if lines:
                 prompt = self.conversation_history_prompt if is_first else ""
                 text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
