@@ -89,7 +89,9 @@ def date_of(path: Path) -> str:
 
 class Setup:
     """An agent whose ``recall`` tool waits for the retrieval, so its second reasoning step
-    gets the hint deterministically."""
+    gets the hint deterministically.  With ``hold_selection`` the retrieval model answers only
+    once ``recall`` runs, so the first reasoning step never sees the hint either (the local
+    backend reads files in threads, which can otherwise finish before the first step)."""
 
     def __init__(
         self,
@@ -101,10 +103,14 @@ class Setup:
         backend: MemoryBackend | None = None,
         wait: bool = True,
         chunk_delay: float = 0.0,
+        hold_selection: bool = False,
     ) -> None:
         params = dict(params or {})
+        self.recall_started = trio.Event()
         self.retrieval_model: ScriptedModel | None = None
         if selections is not None:
+            if hold_selection:
+                selections = [self._held(step) for step in selections]
             self.retrieval_model = ScriptedModel(selections, model="retrieval")
             params.setdefault("retrieval_model", self.retrieval_model)
         self.mw = AgenticMemoryMiddleware(
@@ -114,6 +120,7 @@ class Setup:
 
         async def recall() -> str:
             """Wait for the memory retrieval."""
+            self.recall_started.set()
             if wait:
                 await self.mw.wait_retrieval(self.agent)
             return "recalled"
@@ -121,6 +128,13 @@ class Setup:
         toolkit.register_function(recall, is_concurrency_safe=False, permission=ALLOW)
         self.model = ScriptedModel(steps, chunk_delay=chunk_delay)
         self.agent, _ = make_agent(model=self.model, toolkit=toolkit, middlewares=[self.mw])
+
+    def _held(self, step: Any) -> Any:
+        async def after_recall(request: ScriptedRequest) -> Any:
+            await self.recall_started.wait()
+            return step
+
+        return after_recall
 
     @property
     def structured_calls(self) -> list[ScriptedRequest]:
@@ -271,7 +285,10 @@ async def test_selected_file_becomes_one_hint_on_the_next_reasoning_step(tmp_pat
     write(tmp_path / "Memory" / "MEMORY.md", "- [Profile](user_profile.md)\n")
     profile = write(tmp_path / "Memory" / "user_profile.md", PROFILE)
     setup = Setup(
-        tmp_path, [call_recall(), text("final answer")], selections=[selection("user_profile.md")]
+        tmp_path,
+        [call_recall(), text("final answer")],
+        selections=[selection("user_profile.md")],
+        hold_selection=True,
     )
     msg = await setup.agent.reply(user("What do I work on?"))
     assert msg.get_text_content() == "final answer"
@@ -315,6 +332,7 @@ async def test_the_result_is_consumed_once(tmp_path: Path) -> None:
             text("end"),
         ],
         selections=[selection("user_profile.md")],
+        hold_selection=True,
     )
     await setup.agent.reply(user("job?"))
     assert len(hints(setup.agent)) == 1
