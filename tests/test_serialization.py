@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from trioagent.event import (
     EVENT_CLASSES,
     AgentEvent,
+    CustomEvent,
     DataBlockDeltaEvent,
     EventType,
     ReplyEndEvent,
@@ -314,6 +315,43 @@ def test_extra_top_level_key() -> None:
 def test_invalid_json(payload: str | bytes) -> None:
     with pytest.raises(SerializationError, match="invalid JSON"):
         loads(payload, Msg)
+
+
+@pytest.mark.parametrize("payload", ['{"a": 1} x', "1 2", '{"a": 1}\x0b', '{"a": NaN'])
+def test_trailing_data_is_invalid_json(payload: str) -> None:
+    with pytest.raises(SerializationError, match="invalid JSON"):
+        loads(payload, dict[str, Any])
+
+
+@pytest.mark.parametrize("payload", ['{"a": 1}', ' {"a": 1}', '{"a": 1}\n', '\t{"a": 1} \r\n'])
+def test_json_whitespace_around_the_value_is_accepted(payload: str) -> None:
+    assert loads(payload, dict[str, Any]) == {"a": 1}
+    assert loads(payload.encode(), dict[str, Any]) == {"a": 1}
+
+
+def test_dumps_is_compact_utf8_text() -> None:
+    block = TextBlock(text="héllo 你好", id="b", created_at="t")
+    assert (
+        dumps(block)
+        == '{"type":"text","text":"héllo 你好","id":"b","created_at":"t","finished_at":null}'
+    )
+
+
+def test_integers_of_any_size_survive_a_round_trip() -> None:
+    event = CustomEvent(reply_id="r", name="n", value={"big": 2**70, "neg": -(2**64) - 1})
+    again = loads(dumps(event), AgentEvent)
+    assert again == event
+    assert again.value["big"] == 2**70  # exact, not a float
+
+
+def test_non_string_keys_are_written_as_the_standard_library_does() -> None:
+    event = CustomEvent(reply_id="r", name="n", value={"x": {1: "a", None: "b"}})
+    assert json.loads(dumps(event))["value"] == {"x": {"1": "a", "null": "b"}}
+
+
+def test_non_finite_floats_become_null() -> None:
+    event = CustomEvent(reply_id="r", name="n", value={"nan": float("nan"), "inf": float("inf")})
+    assert json.loads(dumps(event))["value"] == {"nan": None, "inf": None}
 
 
 def test_invalid_enum_value_names_its_path() -> None:

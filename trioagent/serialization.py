@@ -21,10 +21,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar, get_args, overload
 
 import cattrs
+import orjson
 from cattrs.preconf.json import make_converter
 
+from ._codec import compile_structure, compile_unstructure, fast_list
 from .event._events import AgentEvent
 from .message._blocks import Base64Source, ContentBlock, DataBlock, TextBlock, URLSource
+from .message._msg import Msg
 
 __all__ = ["SerializationError", "converter", "dumps", "loads", "structure", "unstructure"]
 
@@ -65,42 +68,36 @@ class UnknownTagError(ValueError):
     """A ``"type"`` tag that names no member of the expected union."""
 
 
-def _register_tagged_union(conv: cattrs.Converter, union: Any) -> None:
+def _register_tagged_union(conv: cattrs.Converter, union: Any, fast: bool, done: set[type]) -> None:
     """Tag union members with their class variable ``type`` under the key ``"type"``.
 
     Written out rather than using ``cattrs.strategies.configure_tagged_union``, which pops the
     tag from the caller's dict and reports an unknown tag as a bare ``KeyError``.  The tag is
-    written whenever a member is unstructured, alone or inside a union.
+    written whenever a member is unstructured, alone or inside a union.  ``fast``: members get
+    the compiled structure hooks of :mod:`._codec` in front of cattrs' detailed ones; ``done``
+    holds the members already set up through another union.
     """
     members: dict[str, type] = {str(cls.type): cls for cls in get_args(union)}
     expected = ", ".join(sorted(members))
+    for tag, cls in members.items():
+        if cls in done:
+            continue
+        done.add(cls)
+        conv.register_unstructure_hook(cls, compile_unstructure(conv, cls, tag))
+        detailed = _untagging(tag, conv.get_structure_hook(cls))
+        hook = compile_structure(conv, cls, detailed, tag) if fast else detailed
+        conv.register_structure_hook(cls, hook)
+    hooks = {tag: conv.get_structure_hook(cls) for tag, cls in members.items()}
 
     def structure_union(data: Any, _: Any) -> Any:
         if not isinstance(data, dict):
             raise TypeError(f"expected an object with a 'type' tag, got {type(data).__name__}")
         tag = data.get("type")
-        cls = members.get(tag) if isinstance(tag, str) else None
-        if cls is None:
+        if not isinstance(tag, str) or tag not in hooks:
             raise UnknownTagError(f"unknown type tag {tag!r} (expected one of: {expected})")
-        return conv.structure(data, cls)
+        return hooks[tag](data, members[tag])
 
     conv.register_structure_hook(union, structure_union)
-    for tag, cls in members.items():
-        if cls in _TAGGED:
-            continue
-        _TAGGED.add(cls)
-        conv.register_unstructure_hook(cls, _tagging(tag, conv.get_unstructure_hook(cls)))
-        conv.register_structure_hook(cls, _untagging(tag, conv.get_structure_hook(cls)))
-
-
-_TAGGED: set[type] = set()
-
-
-def _tagging(tag: str, base: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def unstructure_member(obj: Any) -> dict[str, Any]:
-        return {"type": tag, **base(obj)}
-
-    return unstructure_member
 
 
 def _untagging(tag: str, base: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -139,7 +136,15 @@ def _structure_enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
     return cls(value)
 
 
-def _make() -> cattrs.Converter:
+def _register_fast_list(conv: cattrs.Converter, item: Any) -> None:
+    target: Any = list[item]
+    hook = fast_list(conv.get_structure_hook(item), item, conv.get_structure_hook(target))
+    conv.register_structure_hook_func(lambda t: bool(t == target), hook)
+
+
+def _make(fast: bool = True) -> cattrs.Converter:
+    """The library's converter; ``fast=False`` leaves out the compiled structure paths (the
+    tests compare both)."""
     conv = make_converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _strict(str, str))
     conv.register_structure_hook(int, _strict(int, int))
@@ -148,13 +153,26 @@ def _make() -> cattrs.Converter:
     # Before the unions: member hooks are generated (and capture field hooks) right there.
     conv.register_structure_hook(enum.StrEnum, _structure_enum)
     conv.register_structure_hook(enum.Enum, _structure_enum)
+    done: set[type] = set()
     for union in (Base64Source | URLSource, TextBlock | DataBlock, ContentBlock, AgentEvent):
-        _register_tagged_union(conv, union)
+        _register_tagged_union(conv, union, fast, done)
+    conv.register_unstructure_hook(Msg, compile_unstructure(conv, Msg))
+    if fast:
+        detailed_msg = conv.get_structure_hook(Msg)
+        conv.register_structure_hook(Msg, compile_structure(conv, Msg, detailed_msg))
+        for item in (AgentEvent, ContentBlock, Msg):
+            _register_fast_list(conv, item)
     return conv
 
 
 #: The library's converter.  Other modules register hooks for their own classes on it.
 converter: cattrs.Converter = _make()
+
+# The hooks of the hottest targets, found by identity: hashing a 25-member union to look its
+# hook up costs more than structuring a small event.
+_OWN_HOOKS: dict[int, tuple[Any, Callable[[Any, Any], Any]]] = {
+    id(t): (t, converter.get_structure_hook(t)) for t in (AgentEvent, ContentBlock, Msg)
+}
 
 
 def unstructure(obj: Any, as_type: Any = None) -> Any:
@@ -172,6 +190,9 @@ def structure(data: Any, as_type: Any) -> Any: ...
 def structure(data: Any, as_type: Any) -> Any:
     """Build ``as_type`` from plain data; raises :class:`SerializationError`."""
     try:
+        entry = _OWN_HOOKS.get(id(as_type))
+        if entry is not None and entry[0] is as_type:
+            return entry[1](data, as_type)
         return converter.structure(data, as_type)
     except (cattrs.BaseValidationError, cattrs.ForbiddenExtraKeysError) as exc:
         raise SerializationError(
@@ -190,8 +211,17 @@ def _describe(exc: BaseException, expected: Any) -> str:
 
 
 def dumps(obj: Any, as_type: Any = None) -> str:
-    """Serialize to a JSON string."""
-    return json.dumps(unstructure(obj, as_type), ensure_ascii=False)
+    """Serialize to a compact JSON string (UTF-8 text, non-ASCII characters kept as they are).
+
+    Written by orjson; what orjson refuses (integers beyond 64 bits, non-string keys, lone
+    surrogates) is written by the standard library instead, so nothing is lost.  JSON has no
+    NaN or infinity: non-finite floats are written as ``null``.
+    """
+    data = unstructure(obj, as_type)
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 @overload
@@ -202,8 +232,25 @@ def loads(payload: str | bytes, as_type: Any) -> Any: ...
 
 def loads(payload: str | bytes, as_type: Any) -> Any:
     """Parse a JSON string into ``as_type`` (for example ``Msg``, ``list[AgentEvent]``)."""
+    return structure(_parse_json(payload, as_type), as_type)
+
+
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _parse_json(payload: str | bytes, as_type: Any) -> Any:
+    """The standard library's parser (exact integers of any size, the same errors), minus the
+    per-call overhead of ``json.loads`` for the common case: a ``str`` that starts with the
+    value and ends with it or with JSON whitespace."""
+    if isinstance(payload, str):
+        try:
+            data, end = _scan_json(payload, 0)
+        except (StopIteration, ValueError):
+            pass  # invalid here or leading whitespace: json.loads reports or accepts it
+        else:
+            if end == len(payload) or not payload[end:].strip(" \t\n\r"):
+                return data
     try:
-        data = json.loads(payload)
+        return json.loads(payload)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bytes that are not UTF-8 too
         raise SerializationError(as_type, [f"invalid JSON: {exc} @ $"]) from exc
-    return structure(data, as_type)
