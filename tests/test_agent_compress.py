@@ -8,6 +8,7 @@ characters is ``n`` tokens.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from agent_helpers import (
@@ -29,11 +30,12 @@ from trioagent.message import (
     HintBlock,
     Msg,
     TextBlock,
+    ToolCallBlock,
     ToolResultBlock,
     URLSource,
     UserMsg,
 )
-from trioagent.model import ChatUsage
+from trioagent.model import ChatResponse, ChatUsage
 from trioagent.testing import ScriptedModel, text_chunks, tool_call_chunks
 
 SUMMARY = DEFAULT_SUMMARY_TEMPLATE.format(**SUMMARY_FIELDS)
@@ -204,6 +206,138 @@ async def test_a_tool_call_and_its_result_stay_together():
     assert len(head.content) == 1
     assert isinstance(head.content[0], TextBlock)
     assert_paired(agent.state.context)
+
+
+# -- 11. the CompressContext tool ------------------------------------------------------------------
+
+
+def tool_agent(steps, **config) -> tuple[Agent, ScriptedModel]:
+    """Context size 1000: automatic compression at 700 tokens, the tool's own trigger at 600
+    (trigger 0.7 - buffer 0.1), a reserve of 400; 20 + 300 + 100 tokens already in context."""
+    model = ScriptedModel(list(steps), context_size=1000)
+    cfg = ContextConfig(
+        trigger_ratio=0.7,
+        reserve_ratio=0.4,
+        context_buffer_ratio=0.1,
+        compression_tool_enabled=True,
+        **config,
+    )
+    agent = Agent(
+        "assistant",
+        tokens(20, "S"),
+        model,
+        context_config=cfg,
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+    agent.state.context = [
+        UserMsg("user", tokens(300, "1")),
+        AssistantMsg("assistant", tokens(100, "2")),
+    ]
+    return agent, model
+
+
+def compress_call(text: str | None = None) -> ChatResponse:
+    content: list[Any] = [TextBlock(text=text)] if text else []
+    return ChatResponse(content=[*content, ToolCallBlock(id="c1", name="CompressContext")])
+
+
+def tool_result(agent: Agent) -> ToolResultBlock:
+    [result] = [
+        b
+        for m in agent.state.context
+        for b in m.content
+        if isinstance(b, ToolResultBlock) and b.name == "CompressContext"
+    ]
+    return result
+
+
+def output_text(result: ToolResultBlock) -> str:
+    if isinstance(result.output, str):
+        return result.output
+    return "".join(b.text for b in result.output if isinstance(b, TextBlock))
+
+
+async def estimate(model: ScriptedModel, index: int = 0) -> int:
+    request = model.requests[index]
+    return int(await model.count_tokens(request.messages, request.tools))
+
+
+async def test_the_tool_is_offered_once_and_only_when_enabled():
+    agent, model = tool_agent([text_chunks("a"), text_chunks("b")])
+    await agent.reply(UserMsg("user", "hi"))
+    await agent.reply(UserMsg("user", "again"))
+    for request in model.requests:
+        assert [t["function"]["name"] for t in request.tools or []] == ["CompressContext"]
+    tool = agent.toolkit.get_tool("CompressContext")
+    assert tool is not None
+    assert not tool.is_concurrency_safe
+
+    plain, plain_model = compress_agent([text_chunks("a")], context_size=1000)
+    await plain.reply(UserMsg("user", "hi"))
+    assert not plain_model.requests[0].tools
+    assert plain.toolkit.get_tool("CompressContext") is None
+
+
+async def test_the_model_compresses_its_own_context():
+    agent, model = tool_agent([compress_call(), summary_step(), text_chunks("done")])
+    msg = await agent.reply(UserMsg("user", tokens(120, "3")))
+    # Past the tool's trigger (600) but below the automatic one (700).
+    assert 600 <= await estimate(model) < 700
+    assert msg.get_text_content() == "done"
+    assert agent.state.summary == SUMMARY
+    result = tool_result(agent)
+    assert result.state == "success"
+    assert output_text(result) == "Context compressed successfully."
+    texts = [m.get_text_content() for m in agent.state.context]
+    assert tokens(300, "1") not in texts
+    assert agent.state.context[-1].id == msg.id
+    assert_paired(agent.state.context)
+    # The next reasoning step sees the summary instead of the compressed message.
+    assert model.requests[2].messages[1].get_text_content() == SUMMARY
+
+
+async def test_below_the_tools_trigger_the_context_is_left_alone():
+    agent, model = tool_agent([compress_call(), text_chunks("done")])
+    before = [m.id for m in agent.state.context]
+    await agent.reply(UserMsg("user", tokens(100, "3")))
+    assert await estimate(model) < 600
+    assert not agent.state.summary
+    assert [m.id for m in agent.state.context][:2] == before
+    assert output_text(tool_result(agent)) == (
+        "The context is not long enough to compress, so it remains unchanged."
+    )
+    assert len(model.requests) == 2  # no summary call
+
+
+async def test_a_failed_compression_is_an_error_result_the_model_reads():
+    agent, _model = tool_agent(
+        [compress_call(), RuntimeError("summarizer down"), text_chunks("carry on")],
+        compression_fallback_to_truncation=False,
+    )
+    msg = await agent.reply(UserMsg("user", tokens(120, "3")))
+    assert msg.get_text_content() == "carry on"
+    result = tool_result(agent)
+    assert result.state == "error"
+    assert output_text(result) == "Context compression failed: summarizer down"
+    assert not agent.state.summary
+    assert agent.state.context[0].get_text_content() == tokens(300, "1")
+    assert_paired(agent.state.context)
+
+
+async def test_compressing_away_the_running_reply_keeps_its_call_with_the_result():
+    """The reply's own message (450 tokens) is larger than the reserve, so it is summarized
+    too; the call in flight and its result still end up together under the reply's id."""
+    agent, _model = tool_agent(
+        [compress_call(tokens(450, "4")), summary_step(), text_chunks("done")]
+    )
+    msg = await agent.reply(UserMsg("user", tokens(120, "3")))
+    assert msg.get_text_content() == "done"
+    assert agent.state.summary == SUMMARY
+    [reply] = agent.state.context
+    assert reply.id == msg.id
+    assert [b.type for b in reply.content] == ["tool_call", "tool_result", "text"]
+    assert_paired(agent.state.context)
+    assert tokens(450, "4") not in (reply.get_text_content() or "")
 
 
 # -- the image limit ----------------------------------------------------------------------------

@@ -129,6 +129,32 @@ async def test_context_length_field_on_the_first_iteration():
     assert "When reaching 80 tokens, your context will be compressed." in hint
 
 
+async def test_context_length_field_invites_the_compression_tool_when_no_task_runs():
+    invitation = "No task is in progress, so judge by yourself whether the context should be"
+    hints = []
+    for tasks in ([], [Task(subject="busy", state="in_progress")]):
+        agent, _ = make_agent(
+            [text_chunks("a")],
+            inject=True,
+            context_config=ContextConfig(
+                trigger_ratio=0.8,
+                reserve_ratio=0.1,
+                context_buffer_ratio=0.2,
+                compression_tool_enabled=True,
+            ),
+        )
+        agent.model.context_size = 1000
+        agent.state.tasks_context.tasks = tasks
+        await agent.observe(user("x" * 4 * 600))  # past the 600-token warn band, below 800
+        rec = Recorder()
+        await agent.reply(user(""), on_event=rec)
+        hints.append(rec.events[1].hint)
+    assert "When reaching 800 tokens, your context will be compressed." in hints[0]
+    assert f"{invitation} compressed now by calling `CompressContext`." in hints[0]
+    assert "your context will be compressed." in hints[1]
+    assert invitation not in hints[1]
+
+
 async def test_tasks_field_until_the_agent_knows_about_them():
     agent, _ = make_agent([text_chunks("a")], inject=True)
     agent.state.tasks_context.tasks = [

@@ -260,6 +260,63 @@ async def test_sweep_with_context_compression(mode, autojump_clock):
     assert_swept(report, mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_sweep_with_the_compression_tool(mode, autojump_clock):
+    """The model calls ``CompressContext``: a cancellation anywhere (the call, the summary
+    request, the next step) leaves the compression whole or undone and the call answered."""
+    from agent_helpers import assert_paired, summary_step, tokens
+
+    from trioagent.agent import ContextConfig
+    from trioagent.message import AssistantMsg, UserMsg
+
+    def build() -> Agent:
+        model = ScriptedModel(
+            [
+                tool_call_chunks("c1", "CompressContext", "{}"),
+                summary_step(),
+                text_chunks("x", "y"),
+            ],
+            context_size=1000,
+            chunk_delay=0.1,
+        )
+        agent = Agent(
+            "assistant",
+            tokens(20, "S"),
+            model,
+            context_config=ContextConfig(
+                trigger_ratio=0.7,
+                reserve_ratio=0.4,
+                context_buffer_ratio=0.1,
+                compression_tool_enabled=True,
+            ),
+            injection_config=InjectionConfig(inject_runtime_state=False),
+        )
+        agent.state.context = [
+            UserMsg("user", tokens(300, "1")),
+            AssistantMsg("assistant", tokens(100, "2")),
+        ]
+        return agent
+
+    def check(run: SweepRun) -> None:
+        consistent(run)
+        state = run.agent.state
+        assert_paired(state.context)
+        texts = [m.get_text_content() for m in state.context]
+        assert (tokens(300, "1") in texts) != bool(state.summary)
+        if run.end is not None and run.end.finished_reason == "completed":
+            assert state.summary
+
+    report = await cancel_sweep(
+        build, lambda: UserMsg("user", tokens(120, "3")), mode=mode, check=check
+    )
+    assert_swept(report, mode)
+    interrupted = [
+        r for r in report.runs if r.end is not None and r.end.finished_reason != "completed"
+    ]
+    # Cancellations landed both before the compression was applied and after it.
+    assert {bool(r.agent.state.summary) for r in interrupted} == {True, False}
+
+
 # -- the sweep can fail ---------------------------------------------------------------------------
 
 
