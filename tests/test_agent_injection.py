@@ -11,7 +11,7 @@ from agent_helpers import Recorder, make_agent, sequential_toolkit, user
 from trioagent.agent import ContextConfig, InjectionConfig
 from trioagent.agent._state import Task
 from trioagent.event import HintBlockEvent
-from trioagent.message import HintBlock, Msg, TextBlock
+from trioagent.message import HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from trioagent.testing import text_chunks, tool_call_chunks
 
 SOURCE = json.dumps({"label": "System", "sublabel": "Runtime State"})
@@ -168,6 +168,24 @@ async def test_tasks_field_until_the_agent_knows_about_them():
         "<tasks>You have 1 in-progress tasks and 2 pending tasks. Use `TaskList` to view them "
         "if you don't know.</tasks>" in rec.events[1].hint
     )
+    # The <tasks> hint now stands in the context: the next reply does not repeat it.
+    agent.model.add_steps(text_chunks("b"))
+    again = Recorder()
+    await agent.reply(user(), on_event=again)
+    assert not any("<tasks>" in str(e.hint) for e in again.events if isinstance(e, HintBlockEvent))
+
+
+async def test_a_call_to_a_task_tool_makes_the_agent_aware_of_its_tasks():
+    agent, _ = make_agent([text_chunks("a")], inject=True)
+    agent.state.tasks_context.tasks = [Task(subject="one")]
+    call = ToolCallBlock(id="t1", name="TaskList", input="{}", state="finished")
+    result = ToolResultBlock(id="t1", name="TaskList", output="one", state="success")
+    agent.state.context = [user(), Msg("assistant", [call, result], "assistant")]
+    rec = Recorder()
+    await agent.reply(user(), on_event=rec)
+    hints = [str(e.hint) for e in rec.events if isinstance(e, HintBlockEvent)]
+    assert hints  # the time is injected ...
+    assert not any("<tasks>" in h for h in hints)  # ... but not the tasks
 
 
 async def test_repeated_failing_calls_add_a_tool_error_field():
