@@ -4,6 +4,7 @@ adapted to the trio API, plus errors, the missing-final-chunk guard and the max-
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -462,6 +463,50 @@ def test_reserve_ratio_must_be_below_trigger_ratio():
         ContextConfig(trigger_ratio=0.5, reserve_ratio=0.5)
     with pytest.raises(ValueError, match="reserve_ratio"):
         ContextConfig(trigger_ratio=0.5, reserve_ratio=0.6)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "interval"),
+    [
+        ("trigger_ratio", 0, "(0, 0.9]"),
+        ("trigger_ratio", 0.91, "(0, 0.9]"),
+        ("reserve_ratio", 0, "(0, 0.9)"),
+        ("reserve_ratio", 0.9, "(0, 0.9)"),
+        ("context_buffer_ratio", -0.1, "[0, 1]"),
+        ("context_buffer_ratio", 1.1, "[0, 1]"),
+    ],
+)
+def test_ratios_outside_their_interval_are_rejected(field: str, value: float, interval: str):
+    with pytest.raises(ValueError, match=re.escape(f"{field} must be in {interval}, got {value}")):
+        ContextConfig(**{field: value})
+
+
+def test_ratios_at_their_closed_bounds_are_accepted():
+    config = ContextConfig(trigger_ratio=0.9, reserve_ratio=0.05, context_buffer_ratio=0)
+    assert (config.trigger_ratio, config.context_buffer_ratio) == (0.9, 0)
+    assert ContextConfig(context_buffer_ratio=1).context_buffer_ratio == 1
+
+
+def test_compression_tool_needs_a_buffer_below_the_trigger():
+    config = ContextConfig(
+        trigger_ratio=0.5, context_buffer_ratio=0.5, compression_tool_enabled=True
+    )
+    off = InjectionConfig(inject_runtime_state=False)
+    with pytest.raises(ValueError, match="context_buffer_ratio must be smaller than trigger_ratio"):
+        Agent("a", "", ScriptedModel(), context_config=config, injection_config=off)
+    config.compression_tool_enabled = False
+    Agent("a", "", ScriptedModel(), context_config=config, injection_config=off)  # no check
+
+
+def test_injection_template_must_hold_the_runtime_state():
+    with pytest.raises(ValueError, match=re.escape("must contain '{runtime_state}'")):
+        InjectionConfig(template="no placeholder")
+
+
+def test_an_unknown_timezone_warns_and_falls_back_to_utc():
+    with pytest.warns(RuntimeWarning, match="unknown timezone 'Mars/Olympus'"):
+        config = InjectionConfig(timezone="Mars/Olympus")
+    assert config.timezone == "UTC"
 
 
 def test_deprecated_injection_buffer_ratio_at_or_above_trigger_raises():
