@@ -5,6 +5,7 @@ DESIGN.md §3, reference/agent.md §7 and §10 behaviours 22-23, and the seed's 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import attrs
@@ -219,6 +220,23 @@ async def test_system_prompt_transformers_apply_left_to_right():
 class ReplaceInputs(MiddlewareBase):
     async def on_reply(self, agent, input_kwargs, next_handler, emit):
         await next_handler(inputs=UserMsg("user", "replaced by the outer layer"))
+
+
+class EmitAfterTheEnd(MiddlewareBase):
+    async def on_reply(self, agent, input_kwargs, next_handler, emit):
+        await next_handler()
+        await emit(CustomEvent(reply_id="late", name="too-late"))
+
+
+async def test_an_item_emitted_after_the_end_is_dropped_and_logged(caplog):
+    agent, _ = make_agent([text_chunks("ok")], middlewares=[EmitAfterTheEnd()])
+    rec = Recorder()
+    with caplog.at_level(logging.WARNING, logger="trioagent"):
+        msg = await agent.reply(user(), on_event=rec)
+    assert msg.get_text_content() == "ok"
+    assert rec.types[-1] == "REPLY_END"
+    assert "CUSTOM" not in rec.types
+    assert "dropping CustomEvent emitted after the reply's end event" in caplog.text
 
 
 class ForwardAll(MiddlewareBase):
