@@ -55,8 +55,13 @@ _REDACTED = "***"
 # Applied to exception texts only (messages and stack traces): they may quote a request.
 _ERROR_PATTERNS = (
     re.compile(r"(?i)(\bbearer\s+)[^\s\"',;]+"),
+    # An Authorization value may be "<scheme> <credentials>" (Basic, Token, ...): both go.
     re.compile(
-        r"(?i)([\"']?\b(?:x-api-key|api[_-]?key|authorization|access[_-]?token|x-goog-api-key)"
+        r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+        r"[^\s\"',;&]+(?:[ \t]+[^\s\"',;&]+)?"
+    ),
+    re.compile(
+        r"(?i)([\"']?\b(?:x-api-key|api[_-]?key|access[_-]?token|x-goog-api-key)"
         r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
     ),
     re.compile(r"(?i)([?&](?:key|api[_-]?key|access_token|token)=)[^&\s\"']+"),
@@ -94,11 +99,13 @@ def secrets_of(models: Iterable[Any]) -> list[str]:
         if credential is None:
             continue
         get = getattr(credential, "secrets", None)
+        secrets: list[str] | None = None
         if callable(get):
             with contextlib.suppress(Exception):  # a broken credential must not break tracing
-                found.extend(str(s) for s in get() if s)
-        elif isinstance(getattr(credential, "api_key", None), str):
-            found.append(credential.api_key)
+                secrets = [str(s) for s in get() if s]
+        if secrets is None and isinstance(getattr(credential, "api_key", None), str):
+            secrets = [credential.api_key]
+        found.extend(secrets or ())
         base_url = getattr(credential, "base_url", None)
         if isinstance(base_url, str) and "@" in base_url:
             parsed = urllib.parse.urlsplit(base_url)
@@ -138,7 +145,7 @@ def _default(value: Any) -> Any:
 
         return unstructure(value)
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
+    if callable(dump) and not isinstance(value, type):
         return dump()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return repr(value)
