@@ -130,8 +130,9 @@ def error_from_response(
     except ValueError:
         parsed = None
     message, code = _error_fields(parsed)
-    if message is None:
-        text = body.decode("utf-8", "replace").strip()
+    if not message:
+        # Redacted before it is cut, so a key spanning the cut cannot leak its first half.
+        text = redact(body.decode("utf-8", "replace").strip())
         message = text[:500] if text else httpx.codes.get_reason_phrase(status) or "error"
     message = redact(message)
     retry_after = parse_retry_after(headers)
@@ -178,8 +179,7 @@ def error_from_transport(
 
 def _safe_url(url: httpx.URL) -> str:
     """The URL for error messages: no credentials, no query string."""
-    port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+    return str(url.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 def bearer_headers(
@@ -306,10 +306,19 @@ async def send_request(
     if isinstance(request.stream, httpx.ByteStream):
         request.stream = _RequestBody(request.content)
     try:
-        response = await client.send(request, stream=stream)
+        # Always streamed: the body is read here, so a failure while reading it is told apart
+        # from one before the response (which is always safe to retry).
+        response = await client.send(request, stream=True)
     except httpx.TransportError as exc:
         raise error_from_transport(exc, phase="request", url=url) from exc
     if response.status_code < 400:
+        if not stream:
+            try:
+                await response.aread()
+            except httpx.TransportError as exc:
+                raise error_from_transport(exc, phase="body", url=url) from exc
+            finally:
+                await aclose_response(response)
         return response
     try:
         body = await response.aread()

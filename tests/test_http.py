@@ -1,0 +1,1017 @@
+"""The providers' shared HTTP helpers (trioagent/model/_http.py).
+
+Covers ``parse_retry_after``, the error mapping (``error_from_response``,
+``error_from_payload``, ``error_from_transport``), ``_safe_url``, ``bearer_headers``,
+``parse_event``, ``response_json``, ``incomplete_stream_error``, ``HTTPClientOwner``, and the
+I/O helpers ``send_request``, ``read_decoded`` and ``stream_sse``.  The I/O helpers run
+against real loopback servers (``serve_openai_compatible``, or a raw trio socket server for a
+body cut short); httpx is never patched and nothing sleeps in real time (stalls run under
+``autojump_clock``).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from trioagent.credential import OpenAICredential
+from trioagent.exception import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelError,
+    ModelInvalidRequestError,
+    ModelPermissionError,
+    ModelRateLimitError,
+    ModelStreamError,
+    ModelTimeoutError,
+    ModelUpstreamError,
+)
+from trioagent.model._http import (
+    HTTPClientOwner,
+    _RequestBody,
+    _safe_url,
+    aclose_response,
+    bearer_headers,
+    error_from_payload,
+    error_from_response,
+    error_from_transport,
+    incomplete_stream_error,
+    parse_event,
+    parse_retry_after,
+    read_decoded,
+    response_json,
+    send_request,
+    stream_sse,
+)
+from trioagent.model._sse import ServerSentEvent
+from trioagent.testing import (
+    OpenAICompatibleServer,
+    ScriptedError,
+    ScriptedResponse,
+    serve_openai_compatible,
+)
+
+KEY = "sk-test-0123456789abcdef"
+REDACT = OpenAICredential(api_key=KEY).redact
+
+
+def http_date(offset: float) -> str:
+    """An HTTP-date ``offset`` seconds from now."""
+    return email.utils.format_datetime(
+        datetime.fromtimestamp(time.time() + offset, tz=UTC), usegmt=True
+    )
+
+
+def error_body(message: str = "nope", code: str | None = "bad") -> bytes:
+    return json.dumps({"error": {"message": message, "code": code}}).encode()
+
+
+# -- parse_retry_after -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, None),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "250", "Retry-After": "9"}, 0.25),  # the ms header wins
+        ({"Retry-After": "7"}, 7.0),
+        ({"Retry-After": "2.5"}, 2.5),
+        ({"Retry-After": "-3"}, 0.0),
+        ({"retry-after-ms": "-40"}, 0.0),
+        ({"Retry-After": "soon"}, None),
+        ({"Retry-After": ""}, None),
+        ({"retry-after-ms": "abc", "Retry-After": "4"}, 4.0),  # unparseable ms falls through
+        ({"retry-after-ms": "abc"}, None),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # in the past
+    ],
+)
+def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
+    assert parse_retry_after(httpx.Headers(headers)) == expected
+
+
+def test_parse_retry_after_http_date_in_the_future() -> None:
+    headers = httpx.Headers({"Retry-After": http_date(120)})
+
+    # HTTP-dates have whole seconds: up to one second is lost in the formatting.
+    assert parse_retry_after(headers) == pytest.approx(119.5, abs=1.0)
+
+
+def test_parse_retry_after_http_date_in_the_past_is_zero() -> None:
+    assert parse_retry_after(httpx.Headers({"Retry-After": http_date(-3600)})) == 0.0
+
+
+# -- error_from_response -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "cls", "retryable", "carries_retry_after"),
+    [
+        (400, ModelInvalidRequestError, False, False),
+        (401, ModelAuthenticationError, False, False),
+        (403, ModelPermissionError, False, False),
+        (404, ModelInvalidRequestError, False, False),
+        (408, ModelTimeoutError, True, True),
+        (409, ModelUpstreamError, True, True),
+        (422, ModelInvalidRequestError, False, False),
+        (429, ModelRateLimitError, True, True),
+        (500, ModelUpstreamError, True, True),
+        (502, ModelUpstreamError, True, True),
+        (503, ModelUpstreamError, True, True),
+    ],
+)
+def test_error_from_response_status_mapping(
+    status: int, cls: type[ModelError], retryable: bool, carries_retry_after: bool
+) -> None:
+    headers = httpx.Headers({"Retry-After": "7"})
+
+    exc = error_from_response(status, headers, error_body("the message", "the_code"))
+
+    assert type(exc) is cls
+    assert exc.status_code == status
+    assert exc.code == "the_code"
+    assert exc.message == "the message"
+    assert exc.retryable is retryable
+    assert exc.retry_after == (7.0 if carries_retry_after else None)
+    assert str(exc) == f"HTTP {status} the message (code: the_code)"
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "code"),
+    [
+        (
+            {"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}},
+            "Rate limit reached",
+            "rate_limit_exceeded",
+        ),
+        (
+            {"error": {"message": "bad", "type": "invalid_request_error", "code": None}},
+            "bad",
+            "invalid_request_error",
+        ),
+        (
+            {"error": {"message": "quota", "status": "RESOURCE_EXHAUSTED"}},
+            "quota",
+            "RESOURCE_EXHAUSTED",
+        ),
+        ({"error": {"message": 42, "code": 7}}, "42", "7"),
+        ({"error": "model 'llama9' not found"}, "model 'llama9' not found", None),
+        ({"message": "Overloaded", "type": "overloaded_error"}, "Overloaded", "overloaded_error"),
+    ],
+)
+def test_error_from_response_provider_message_and_code(
+    body: dict[str, Any], message: str, code: str | None
+) -> None:
+    exc = error_from_response(400, httpx.Headers(), json.dumps(body).encode())
+
+    assert exc.message == message
+    assert exc.code == code
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
+        (b"  upstream said no \r\n", "upstream said no"),
+        (b"x" * 600, "x" * 500),
+        (b"\xff\xfebad", "\ufffd\ufffdbad"),
+        # JSON without a message: the raw body is the message, the code is kept.
+        (b'{"error": {"code": "c1"}}', '{"error": {"code": "c1"}}'),
+        (b"[1, 2]", "[1, 2]"),
+        (b'{"error": null}', '{"error": null}'),
+    ],
+)
+def test_error_from_response_raw_body_as_message(body: bytes, message: str) -> None:
+    exc = error_from_response(502, httpx.Headers(), body)
+
+    assert type(exc) is ModelUpstreamError
+    assert exc.message == message
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"error": {"code": "c1"}}', b'{"error": {"code": "c1", "message": ""}}']
+)
+def test_error_from_response_keeps_the_code_of_a_body_without_message(body: bytes) -> None:
+    exc = error_from_response(400, httpx.Headers(), body)
+
+    assert exc.code == "c1"
+    assert exc.message == body.decode()  # never an empty message
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (503, "Service Unavailable"),
+        (429, "Too Many Requests"),
+        (404, "Not Found"),
+        (599, "error"),  # no reason phrase
+    ],
+)
+@pytest.mark.parametrize("body", [b"", b" \n "])
+def test_error_from_response_empty_body_uses_the_reason_phrase(
+    status: int, message: str, body: bytes
+) -> None:
+    exc = error_from_response(status, httpx.Headers(), body)
+
+    assert exc.message == message
+    assert exc.code is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        error_body(f"Incorrect API key provided: {KEY}.", "invalid_api_key"),
+        json.dumps({"error": f"bad key {KEY}."}).encode(),
+        f"<p>bad key {KEY}.</p>".encode(),
+    ],
+)
+def test_error_from_response_redacts_the_message(body: bytes) -> None:
+    exc = error_from_response(401, httpx.Headers(), body, redact=REDACT)
+
+    assert KEY not in exc.message
+    assert KEY not in str(exc)
+    assert "***." in exc.message
+
+
+def test_error_from_response_redacts_a_key_cut_by_the_truncation() -> None:
+    body = ("a" * 490 + KEY + "b" * 100).encode()
+
+    exc = error_from_response(500, httpx.Headers(), body, redact=REDACT)
+
+    assert KEY[:10] not in exc.message
+
+
+# -- error_from_payload ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "message", "code"),
+    [
+        (
+            {"error": {"message": "Overloaded", "type": "server_error"}},
+            "Overloaded",
+            "server_error",
+        ),
+        ({"error": "the model crashed"}, "the model crashed", None),
+        ({"message": "top level", "code": "x1"}, "top level", "x1"),
+        ({"foo": 1}, "error event in the stream: {'foo': 1}", None),
+        (["boom"], "error event in the stream: ['boom']", None),
+    ],
+)
+def test_error_from_payload(payload: Any, message: str, code: str | None) -> None:
+    exc = error_from_payload(payload)
+
+    assert type(exc) is ModelUpstreamError
+    assert exc.message == message
+    assert exc.code == code
+    assert exc.status_code is None
+    assert exc.retryable is False
+
+
+def test_error_from_payload_redacts() -> None:
+    exc = error_from_payload({"error": {"message": f"key {KEY} revoked"}}, redact=REDACT)
+
+    assert exc.message == "key *** revoked"
+
+
+# -- error_from_transport ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "wording"),
+    [
+        (httpx.ConnectTimeout("slow"), "timed out connecting"),
+        (httpx.ReadTimeout("slow"), "timed out waiting for data"),
+        (httpx.WriteTimeout("slow"), "timed out sending the request"),
+        (httpx.PoolTimeout("slow"), "timed out waiting for a free connection"),
+        (httpx.TimeoutException("slow"), "timed out waiting"),
+    ],
+)
+@pytest.mark.parametrize("phase", ["request", "body"])
+def test_error_from_transport_timeouts(
+    exc: httpx.TimeoutException, wording: str, phase: Any
+) -> None:
+    error = error_from_transport(exc, phase=phase, url="http://h:1/v1")
+
+    assert type(error) is ModelTimeoutError
+    assert error.message == f"{wording} (http://h:1/v1): slow"
+    assert error.retryable
+
+
+def test_error_from_transport_request_phase_is_a_connection_error() -> None:
+    error = error_from_transport(
+        httpx.ConnectError("refused"), phase="request", url="https://api.example.com/v1"
+    )
+
+    assert type(error) is ModelConnectionError
+    assert error.message == "could not reach the provider (https://api.example.com/v1): refused"
+    assert error.retryable
+
+
+def test_error_from_transport_body_phase_is_a_retryable_stream_error() -> None:
+    error = error_from_transport(httpx.RemoteProtocolError("peer closed"), phase="body")
+
+    assert type(error) is ModelStreamError
+    assert error.retryable  # ModelStreamError is not retryable by default
+    assert error.message == (
+        "the stream was cut: the connection failed before the response ended: peer closed"
+    )
+
+
+def test_error_from_transport_without_url_or_detail() -> None:
+    error = error_from_transport(httpx.ReadError(""), phase="request")
+
+    assert error.message == "could not reach the provider: ReadError"
+
+
+# -- _safe_url, bearer_headers -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://api.example.com/v1/chat", "https://api.example.com/v1/chat"),
+        (
+            "https://user:secret@api.example.com:8443/v1/chat?key=abc#frag",
+            "https://api.example.com:8443/v1/chat",
+        ),
+        ("http://127.0.0.1:11434/api/chat?x=1", "http://127.0.0.1:11434/api/chat"),
+        ("https://api.example.com:443/v1", "https://api.example.com/v1"),  # default port
+        ("http://localhost:8080", "http://localhost:8080"),
+    ],
+)
+def test_safe_url(url: str, expected: str) -> None:
+    assert _safe_url(httpx.URL(url)) == expected
+
+
+def test_safe_url_ipv6_host_keeps_its_brackets() -> None:
+    assert _safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
+
+
+@pytest.mark.parametrize(
+    ("stream", "accept"), [(True, "text/event-stream"), (False, "application/json")]
+)
+def test_bearer_headers(stream: bool, accept: str) -> None:
+    assert bearer_headers("sk-1", stream=stream) == {
+        "Authorization": "Bearer sk-1",
+        "Accept": accept,
+    }
+
+
+@pytest.mark.parametrize("organization", [None, ""])
+def test_bearer_headers_without_organization(organization: str | None) -> None:
+    assert "OpenAI-Organization" not in bearer_headers(
+        "sk-1", stream=False, organization=organization
+    )
+
+
+def test_bearer_headers_with_organization() -> None:
+    headers = bearer_headers("sk-1", stream=True, organization="org-42")
+
+    assert headers["OpenAI-Organization"] == "org-42"
+    assert headers["Authorization"] == "Bearer sk-1"
+
+
+# -- parse_event, response_json ----------------------------------------------------------------
+
+
+def test_parse_event() -> None:
+    assert parse_event('{"a": [1]}', model="m", unit="chunk") == {"a": [1]}
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ("{not json", r"unparseable line in the stream of 'gpt-x': '\{not json'"),
+        ("[1, 2]", r"unexpected line in the stream: '\[1, 2\]'"),
+    ],
+)
+def test_parse_event_rejects(data: str, match: str) -> None:
+    with pytest.raises(ModelStreamError, match=match):
+        parse_event(data, model="gpt-x", unit="line")
+
+
+def test_response_json_returns_the_object() -> None:
+    response = httpx.Response(200, json={"id": "r1"})
+
+    assert response_json(response, model="gpt-x") == {"id": "r1"}
+
+
+@pytest.mark.parametrize(
+    ("response", "match"),
+    [
+        (
+            httpx.Response(200, text="<html>oops</html>"),
+            r"response of 'gpt-x' is not JSON: '<html>oops</html>'",
+        ),
+        (httpx.Response(200, json=[1, 2]), r"unexpected response of 'gpt-x': \[1, 2\]"),
+        (httpx.Response(200, json="text"), r"unexpected response of 'gpt-x': 'text'"),
+    ],
+)
+@pytest.mark.parametrize("retryable", [None, False, True])
+def test_response_json_rejects(
+    response: httpx.Response, match: str, retryable: bool | None
+) -> None:
+    with pytest.raises(ModelUpstreamError, match=match) as info:
+        response_json(response, model="gpt-x", retryable=retryable)
+
+    assert type(info.value) is ModelUpstreamError
+    assert info.value.retryable is (True if retryable is None else retryable)
+
+
+def test_response_json_truncates_the_body_in_the_message() -> None:
+    response = httpx.Response(200, text="x" * 1000)
+
+    with pytest.raises(ModelUpstreamError) as info:
+        response_json(response, model="m")
+
+    assert "x" * 200 in info.value.message
+    assert "x" * 201 not in info.value.message
+
+
+# -- send_request over loopback ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
+    server: OpenAICompatibleServer = await nursery.start(serve_openai_compatible)
+    return server
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=5) as client:
+        yield client
+
+
+def pooled(client: httpx.AsyncClient) -> list[Any]:
+    """The connections in the client's httpx pool.
+
+    ``_transport._pool`` is private httpx/httpcore API, read here on purpose: it is the only
+    way to assert that a response was closed rather than left holding its connection.
+    """
+    return list(client._transport._pool.connections)  # type: ignore[attr-defined]
+
+
+def chat_request(
+    client: httpx.AsyncClient, server: OpenAICompatibleServer, *, stream: bool
+) -> httpx.Request:
+    return client.build_request(
+        "POST",
+        f"{server.base_url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream},
+        headers=bearer_headers(KEY, stream=stream),
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_send_request_returns_a_2xx_response(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient, stream: bool
+) -> None:
+    server.push("Hello")
+    request = chat_request(client, server, stream=stream)
+
+    response = await send_request(client, request, stream=stream)
+    try:
+        assert response.status_code == 200
+        assert response.is_stream_consumed is not stream  # a stream's body is left unread
+        await response.aread()
+    finally:
+        await aclose_response(response)
+
+    if stream:
+        assert response.text.endswith("data: [DONE]\n\n")
+    else:
+        assert response.json()["choices"][0]["message"]["content"] == "Hello"
+    [recorded] = server.requests
+    assert recorded.body["messages"] == [{"role": "user", "content": "hi"}]
+    assert recorded.headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_request_body_yields_its_bytes_once_per_iteration() -> None:
+    body = _RequestBody(b"payload")
+
+    assert [chunk async for chunk in body] == [b"payload"]
+    assert [chunk async for chunk in body] == [b"payload"]  # each iteration starts over
+    chunks = aiter(body)
+    assert aiter(chunks) is chunks
+    assert [chunk async for chunk in chunks] == [b"payload"]
+    assert [chunk async for chunk in chunks] == []  # an iterator is used up
+    await body.aclose()
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A streamed request body (not an ``httpx.ByteStream``), without an async generator."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self._chunks = list(chunks)
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self._chunks:
+            raise StopAsyncIteration
+        return self._chunks.pop(0)
+
+
+async def test_send_request_sends_a_streamed_request_body_as_given(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    server.add_route("POST", "/v1/upload", lambda r: ScriptedResponse.json({"n": len(r.raw_body)}))
+    request = client.build_request(
+        "POST", f"{server.base_url}/upload", content=_Chunks(b"abc", b"def")
+    )
+
+    response = await send_request(client, request, stream=False)
+
+    assert response.json() == {"n": 6}
+    assert server.requests[0].raw_body == b"abcdef"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_send_request_raises_the_typed_error_and_closes_the_response(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient, stream: bool
+) -> None:
+    server.push(
+        ScriptedError(
+            status=429,
+            message=f"Rate limit reached for key {KEY}",
+            code="rate_limit_exceeded",
+            retry_after=3,
+        ),
+        "after the error",
+    )
+
+    with pytest.raises(ModelRateLimitError) as info:
+        await send_request(
+            client, chat_request(client, server, stream=stream), stream=stream, redact=REDACT
+        )
+
+    exc = info.value
+    assert exc.status_code == 429
+    assert exc.code == "rate_limit_exceeded"
+    assert exc.message == "Rate limit reached for key ***"
+    assert exc.retry_after == 3.0
+    # The error response was read and closed: its connection is idle in the pool, and the
+    # next request reuses it.
+    assert [c.is_idle() for c in pooled(client)] == [True]
+    response = await send_request(client, chat_request(client, server, stream=False), stream=False)
+    assert response.status_code == 200
+    assert [r.connection_id for r in server.requests] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (400, ModelInvalidRequestError),
+        (401, ModelAuthenticationError),
+        (403, ModelPermissionError),
+        (404, ModelInvalidRequestError),
+        (422, ModelInvalidRequestError),
+    ],
+)
+async def test_send_request_4xx_from_a_custom_route(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    status: int,
+    cls: type[ModelError],
+) -> None:
+    server.add_route(
+        "POST",
+        "/v1/thing",
+        lambda r: ScriptedResponse(status=status, body=error_body(f"refused {status}", "c")),
+    )
+    request = client.build_request("POST", f"{server.base_url}/thing", json={})
+
+    with pytest.raises(cls) as info:
+        await send_request(client, request, stream=True)
+
+    assert type(info.value) is cls
+    assert (info.value.status_code, info.value.message, info.value.code) == (
+        status,
+        f"refused {status}",
+        "c",
+    )
+    assert [c.is_idle() for c in pooled(client)] == [True]
+
+
+async def test_send_request_uses_the_given_error_mapper(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    server.add_route(
+        "POST", "/v1/thing", lambda r: ScriptedResponse(status=418, body=b"short and stout")
+    )
+    seen: list[tuple[int, bytes, str]] = []
+
+    def mapper(
+        status: int, headers: httpx.Headers, body: bytes, *, redact: Callable[[str], str]
+    ) -> ModelError:
+        seen.append((status, body, redact(KEY)))
+        return ModelPermissionError("mapped", status_code=status)
+
+    request = client.build_request("POST", f"{server.base_url}/thing", json={})
+    with pytest.raises(ModelPermissionError, match="mapped"):
+        await send_request(client, request, stream=True, redact=REDACT, error=mapper)
+
+    assert seen == [(418, b"short and stout", "***")]
+
+
+def add_stalled_error_route(server: OpenAICompatibleServer) -> None:
+    """``POST /v1/thing``: a 500 whose body stalls after its first piece."""
+    server.add_route(
+        "POST",
+        "/v1/thing",
+        lambda r: ScriptedResponse(status=500, body=[b'{"error": ', b"{}}"], stall_after=1),
+    )
+
+
+async def test_send_request_cancelled_while_reading_an_error_body_closes_the_connection(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    add_stalled_error_route(server)
+    request = client.build_request("POST", f"{server.base_url}/thing", json={})
+
+    with trio.move_on_after(1) as scope:  # before the client's 5 s read timeout
+        await send_request(client, request, stream=True)
+
+    assert scope.cancelled_caught
+    assert pooled(client) == []
+    with trio.fail_after(5):
+        await server.wait_all_closed()
+    assert server.connections[0].closed_by_client
+
+
+async def test_send_request_error_body_stalled_past_the_read_timeout(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    add_stalled_error_route(server)
+    request = client.build_request("POST", f"{server.base_url}/thing", json={})
+    start = trio.current_time()
+
+    with pytest.raises(ModelUpstreamError) as info:
+        await send_request(client, request, stream=True)
+
+    assert trio.current_time() - start == pytest.approx(5)  # the client's read timeout
+    # The body could not be read: the status's reason phrase is the message.
+    assert (info.value.status_code, info.value.message) == (500, "Internal Server Error")
+    assert pooled(client) == []
+
+
+def answer_then_close(data: bytes) -> Callable[[trio.SocketStream], Awaitable[None]]:
+    """A raw connection handler: read one request's head, send ``data``, close the socket
+    (so a body shorter than announced is cut short)."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        received = b""
+        while b"\r\n\r\n" not in received:
+            piece = await stream.receive_some(65536)
+            if not piece:
+                return
+            received += piece
+        await stream.send_all(data)
+        await stream.aclose()
+
+    return handler
+
+
+async def start_raw_server(nursery: trio.Nursery, data: bytes) -> str:
+    """A raw trio TCP server on loopback answering every connection with ``data``; returns
+    its base URL."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, answer_then_close(data), listeners)
+    port: int = listeners[0].socket.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def chunked(status: str, *pieces: bytes, media_type: str = "text/event-stream") -> bytes:
+    """A chunked HTTP/1.1 response whose body ends without its last chunk (cut short)."""
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {media_type}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return head.encode() + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_send_request_error_body_cut_short_falls_back_to_the_reason_phrase(
+    nursery: trio.Nursery, client: httpx.AsyncClient, stream: bool
+) -> None:
+    base = await start_raw_server(
+        nursery,
+        b"HTTP/1.1 503 Service Unavailable\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Retry-After: 3\r\n"
+        b"Content-Length: 100\r\n"
+        b"\r\n"
+        b'{"error": {"message": ',
+    )
+    request = client.build_request("GET", f"{base}/v1/models")
+
+    with pytest.raises(ModelUpstreamError) as info:
+        await send_request(client, request, stream=stream)
+
+    exc = info.value
+    assert type(exc) is ModelUpstreamError
+    assert (exc.status_code, exc.message, exc.code) == (503, "Service Unavailable", None)
+    assert exc.retry_after == 3.0
+    assert pooled(client) == []
+
+
+async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreachable(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """The response arrived, its body did not: retryable as a cut stream, not reported as
+    "could not reach the provider"."""
+    base = await start_raw_server(
+        nursery,
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        + b'{"id": ',
+    )
+    request = client.build_request("GET", f"{base}/v1/models?key=s3cr3t")
+    with pytest.raises(ModelStreamError) as info:
+        await send_request(client, request, stream=False)
+    assert info.value.retryable
+    assert "the stream was cut" in info.value.message
+    assert f"{base}/v1/models" in info.value.message
+    assert "s3cr3t" not in info.value.message
+    assert pooled(client) == []
+
+
+async def test_send_request_non_streaming_success_reads_the_body(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    base = await start_raw_server(
+        nursery,
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n"
+        + b'{"id": "x"}',
+    )
+    response = await send_request(client, client.build_request("GET", f"{base}/v1"), stream=False)
+    assert response.json() == {"id": "x"}
+    assert response.is_closed
+
+
+async def test_send_request_connection_refused(client: httpx.AsyncClient) -> None:
+    probe = trio.socket.socket()
+    await probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens on this port now
+    request = client.build_request(
+        "POST", f"http://user:hunter2@127.0.0.1:{port}/v1/chat?key=s3cr3t", json={}
+    )
+
+    with pytest.raises(ModelConnectionError) as info:
+        await send_request(client, request, stream=False)
+
+    exc = info.value
+    assert type(exc) is ModelConnectionError
+    assert exc.retryable
+    assert exc.message.startswith(
+        f"could not reach the provider (http://127.0.0.1:{port}/v1/chat): "
+    )
+    for secret in ("hunter2", "user", "s3cr3t", "key="):
+        assert secret not in str(exc)
+    assert isinstance(exc.__cause__, httpx.ConnectError)
+
+
+# -- read_decoded, read_sse, stream_sse --------------------------------------------------------
+
+
+class LineDecoder:
+    """An incremental line decoder: ``feed`` returns the completed lines, ``close`` the
+    unterminated rest."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+
+    def feed(self, piece: str) -> list[str]:
+        *lines, self.buffer = (self.buffer + piece).split("\n")
+        return lines
+
+    def close(self) -> str | None:
+        return self.buffer or None
+
+
+class Handler:
+    """Records the items handed to it; returns ``True`` (the terminator) on ``stop``."""
+
+    def __init__(self, stop: str) -> None:
+        self.stop = stop
+        self.seen: list[str] = []
+
+    async def __call__(self, item: str) -> bool:
+        self.seen.append(item)
+        return item == self.stop
+
+
+async def read_lines(
+    client: httpx.AsyncClient, url: str, handler: Handler, *, with_close: bool = True
+) -> bool:
+    response = await send_request(client, client.build_request("GET", url), stream=True)
+    try:
+        decoder = LineDecoder()
+        close = decoder.close if with_close else None
+        return await read_decoded(response, decoder.feed, handler, close=close)
+    finally:
+        await aclose_response(response)
+
+
+@pytest.fixture
+def lines_route(server: OpenAICompatibleServer) -> Callable[[list[bytes]], str]:
+    """Serve ``GET /v1/lines`` with the given pieces (text/plain, chunked); returns its URL."""
+
+    def serve(pieces: list[bytes]) -> str:
+        server.add_route(
+            "GET",
+            "/v1/lines",
+            lambda r: ScriptedResponse(body=pieces, media_type="text/plain"),
+        )
+        return f"{server.base_url}/lines"
+
+    return serve
+
+
+async def test_read_decoded_stops_handling_at_the_terminator_and_drains_the_rest(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    lines_route: Callable[[list[bytes]], str],
+) -> None:
+    url = lines_route([b"a\nb\nSTOP\nc\n", b"d\n"])
+    handler = Handler("STOP")
+
+    assert await read_lines(client, url, handler)
+
+    assert handler.seen == ["a", "b", "STOP"]  # nothing after the terminator
+    # The rest was drained: the connection went back to the pool and is reused.
+    assert [c.is_idle() for c in pooled(client)] == [True]
+    assert await read_lines(client, url, Handler("STOP"))
+    assert [r.connection_id for r in server.requests] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "with_close", "done", "seen"),
+    [
+        ([b"a\nST", b"OP"], True, True, ["a", "STOP"]),  # the unterminated rest via close()
+        ([b"a\nST", b"OP"], False, False, ["a"]),  # no close(): the rest is dropped
+        ([b"a\nb\n"], True, False, ["a", "b"]),  # close() has nothing left
+        ([b"a\nb"], True, False, ["a", "b"]),  # close()'s item is not the terminator
+        ([], True, False, []),
+    ],
+)
+async def test_read_decoded_end_of_body(
+    client: httpx.AsyncClient,
+    lines_route: Callable[[list[bytes]], str],
+    pieces: list[bytes],
+    with_close: bool,
+    done: bool,
+    seen: list[str],
+) -> None:
+    handler = Handler("STOP")
+
+    assert await read_lines(client, lines_route(pieces), handler, with_close=with_close) is done
+
+    assert handler.seen == seen
+
+
+async def test_read_decoded_cut_after_the_terminator_is_a_success(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    base = await start_raw_server(nursery, chunked("200 OK", b"a\nSTOP\n", b"more\n"))
+    handler = Handler("STOP")
+
+    assert await read_lines(client, f"{base}/lines", handler)
+
+    assert handler.seen == ["a", "STOP"]
+    assert pooled(client) == []
+
+
+async def test_read_decoded_cut_before_the_terminator_is_a_stream_error(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    base = await start_raw_server(nursery, chunked("200 OK", b"a\nb\n"))
+    handler = Handler("STOP")
+
+    with pytest.raises(ModelStreamError, match="the stream was cut") as info:
+        await read_lines(client, f"{base}/lines", handler)
+
+    assert info.value.retryable
+    assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
+    assert handler.seen == ["a", "b"]
+    assert pooled(client) == []
+
+
+async def test_read_decoded_stalled_past_the_read_timeout(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    server.add_route(
+        "GET",
+        "/v1/lines",
+        lambda r: ScriptedResponse(body=[b"a\n", b"b\n"], media_type="text/plain", stall_after=1),
+    )
+    handler = Handler("STOP")
+
+    with pytest.raises(ModelTimeoutError, match="timed out waiting for data"):
+        await read_lines(client, f"{server.base_url}/lines", handler)
+
+    assert handler.seen == ["a"]
+    assert pooled(client) == []
+
+
+async def test_read_decoded_handler_error_closes_the_connection(
+    server: OpenAICompatibleServer,
+    client: httpx.AsyncClient,
+    lines_route: Callable[[list[bytes]], str],
+) -> None:
+    url = lines_route([b"a\n", b"b\n", b"c\n"])
+
+    async def handler(item: str) -> bool:
+        raise KeyError(item)
+
+    response = await send_request(client, client.build_request("GET", url), stream=True)
+    with pytest.raises(KeyError, match="'a'"):
+        await read_decoded(response, LineDecoder().feed, handler)
+
+    assert response.is_closed
+    assert pooled(client) == []
+    with trio.fail_after(5):
+        await server.wait_all_closed()
+
+
+async def test_read_sse_and_stream_sse(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    server.push("Hi")
+    events: list[ServerSentEvent] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        events.append(event)
+        return event.data == "[DONE]"
+
+    assert await stream_sse(client, chat_request(client, server, stream=True), handle)
+
+    assert events[-1].data == "[DONE]"
+    contents = [json.loads(e.data)["choices"][0]["delta"].get("content") for e in events[:-1]]
+    assert "".join(c for c in contents if c) == "Hi"
+    assert [c.is_idle() for c in pooled(client)] == [True]
+
+
+async def test_stream_sse_error_status(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    server.push(ScriptedError(status=403, message="no access", code="forbidden"))
+
+    async def handle(event: ServerSentEvent) -> bool:
+        raise AssertionError("no event expected")
+
+    with pytest.raises(ModelPermissionError, match="no access"):
+        await stream_sse(client, chat_request(client, server, stream=True), handle)
+
+
+def test_incomplete_stream_error() -> None:
+    exc = incomplete_stream_error("gpt-x", "'data: [DONE]'")
+
+    assert type(exc) is ModelStreamError
+    assert exc.retryable
+    assert exc.message.startswith("the stream of 'gpt-x' ended before 'data: [DONE]' (")
+
+
+# -- HTTPClientOwner ---------------------------------------------------------------------------
+
+
+class Owner(HTTPClientOwner):
+    def __init__(self, http_client: httpx.AsyncClient | None = None) -> None:
+        self.read_timeout = 30.0
+        self.connect_timeout = 4.0
+        self._set_http_client(http_client)
+
+
+async def test_http_client_owner_creates_and_closes_its_client() -> None:
+    async with Owner() as owner:
+        client = owner.http_client
+        assert owner.http_client is client  # created once
+        assert client.timeout == httpx.Timeout(connect=4.0, read=30.0, write=30.0, pool=4.0)
+
+    assert client.is_closed
+    await owner.aclose()  # closing twice is harmless
+
+
+async def test_http_client_owner_leaves_an_injected_client_open(
+    client: httpx.AsyncClient,
+) -> None:
+    async with Owner(client) as owner:
+        assert owner.http_client is client
+
+    assert not client.is_closed
+    assert owner.http_client is client
