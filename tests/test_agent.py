@@ -551,6 +551,18 @@ async def test_model_error_emits_one_error_end_then_propagates_from_reply():
     assert (await agent.reply(user())).get_text_content() == "fine"
 
 
+async def test_a_stream_used_outside_its_async_with_is_a_clear_error():
+    agent, _ = make_agent([text_chunks("never")])
+    stream = agent.stream(user())
+    with pytest.raises(RuntimeError, match=re.escape("use `async with agent.stream(...)")):
+        await stream.__anext__()
+    with pytest.raises(RuntimeError, match="the stream is not open"):
+        await stream.receive()
+    with pytest.raises(RuntimeError, match="the stream is not open"):
+        _ = stream.channel
+    assert not agent.is_replying
+
+
 async def test_model_error_propagates_from_stream_after_the_error_end():
     agent, _ = make_agent([RuntimeError("bad model")])
     events = []

@@ -86,34 +86,39 @@ class ReplyStream:
     def __aiter__(self) -> ReplyStream:
         return self
 
+    def _opened(self) -> trio.MemoryReceiveChannel[AgentEvent]:
+        if self._recv is None:
+            raise RuntimeError(
+                "the stream is not open: use `async with agent.stream(...) as reply`"
+            )
+        return self._recv
+
     async def __anext__(self) -> AgentEvent:
-        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
+        recv = self._opened()
         # Take buffered events without a scheduling round each, but still pass a checkpoint
         # every CHECKPOINT_EVERY events so the consumer stays cancellable and fair.
         self._taken += 1
         if self._taken % CHECKPOINT_EVERY:
             try:
-                return self._recv.receive_nowait()
+                return recv.receive_nowait()
             except trio.WouldBlock:
                 pass
             except trio.EndOfChannel:
                 await trio.lowlevel.checkpoint()
                 raise StopAsyncIteration from None
         try:
-            return await self._recv.receive()
+            return await recv.receive()
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
 
     async def receive(self) -> AgentEvent:
         """The next event; raises ``trio.EndOfChannel`` at the end."""
-        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
-        return await self._recv.receive()
+        return await self._opened().receive()
 
     @property
     def channel(self) -> trio.MemoryReceiveChannel[AgentEvent]:
         """The underlying receive channel."""
-        assert self._recv is not None, "use `async with agent.stream(...) as reply`"
-        return self._recv
+        return self._opened()
 
     async def __aexit__(
         self,
