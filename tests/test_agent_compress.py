@@ -214,20 +214,12 @@ async def test_a_tool_call_and_its_result_stay_together():
 def tool_agent(steps, **config) -> tuple[Agent, ScriptedModel]:
     """Context size 1000: automatic compression at 700 tokens, the tool's own trigger at 600
     (trigger 0.7 - buffer 0.1), a reserve of 400; 20 + 300 + 100 tokens already in context."""
-    model = ScriptedModel(list(steps), context_size=1000)
-    cfg = ContextConfig(
-        trigger_ratio=0.7,
-        reserve_ratio=0.4,
+    agent, model = compress_agent(
+        steps,
+        context_size=1000,
         context_buffer_ratio=0.1,
         compression_tool_enabled=True,
         **config,
-    )
-    agent = Agent(
-        "assistant",
-        tokens(20, "S"),
-        model,
-        context_config=cfg,
-        injection_config=InjectionConfig(inject_runtime_state=False),
     )
     agent.state.context = [
         UserMsg("user", tokens(300, "1")),
