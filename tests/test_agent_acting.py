@@ -50,7 +50,7 @@ from trioagent.message import (
 from trioagent.middleware import MiddlewareBase
 from trioagent.permission import PermissionBehavior, PermissionDecision
 from trioagent.testing import check_reply_rules
-from trioagent.tool import ToolChunk, Toolkit, ToolResponse
+from trioagent.tool import ToolBase, ToolChunk, Toolkit, ToolResponse
 from trioagent.types import ReplyFinishedReason
 
 RESULT_EVENTS = {"TOOL_RESULT_START", "TOOL_RESULT_TEXT_DELTA", "TOOL_RESULT_END"}
@@ -585,6 +585,67 @@ async def test_allow_rule_updated_input_keeps_the_model_input() -> None:
     )
     await run(agent, user())
     assert received == ["v"]
+
+
+async def test_a_forwarded_permission_input_never_reaches_the_execution() -> None:
+    """reference/agent.md §7.2: a middleware's forwarded replacement reaches the engine, whose
+    allow rule echoes it back as ``updated_input`` -- the tool still runs the model's input."""
+    from trioagent.permission import PermissionRule
+
+    received: list[str] = []
+    seen_by_engine: list[Any] = []
+    toolkit = Toolkit()
+
+    async def echo(value: str) -> str:
+        """Echo."""
+        received.append(value)
+        return value
+
+    class Forward(MiddlewareBase):
+        async def on_check_permission(self, agent, input_kwargs, next_handler):
+            decision = await next_handler(tool_input={"value": "from-middleware"})
+            seen_by_engine.append(decision.behavior)
+            return decision
+
+    toolkit.register_function(echo)
+    agent = make_agent(
+        [calls(call("e1", "echo", value="from-model")), text("done")],
+        toolkit,
+        middlewares=[Forward()],
+    )
+    agent.permission_engine.add_rule(
+        PermissionRule(tool_name="echo", behavior=PermissionBehavior.ALLOW)
+    )
+    await run(agent, user())
+    assert seen_by_engine == [PermissionBehavior.ALLOW]
+    assert received == ["from-model"]
+
+
+async def test_a_tools_own_updated_input_is_honoured() -> None:
+    """DESIGN.md §6: an ALLOW carrying a new input (here the tool's own check) runs it."""
+    received: list[str] = []
+
+    class Normalizing(ToolBase):
+        name = "norm"
+        description = "Normalize."
+        input_schema = {"type": "object", "properties": {"value": {"type": "string"}}}  # noqa: RUF012
+
+        async def check_permissions(self, tool_input, context):
+            return PermissionDecision(
+                behavior="allow",
+                message="ok",
+                updated_input={"value": tool_input["value"].upper()},
+            )
+
+        async def call(self, emit, /, **kwargs):
+            received.append(kwargs["value"])
+            return ToolChunk(content=[TextBlock(text="done")])
+
+    toolkit = Toolkit()
+    toolkit.add_tool(Normalizing())
+    agent = make_agent([calls(call("n1", "norm", value="abc")), text("ok")], toolkit)
+    await run(agent, user())
+    assert received == ["ABC"]
 
 
 async def test_tool_error_in_concurrent_batch_does_not_cancel_siblings(

@@ -913,3 +913,54 @@ async def test_parked_model_scripts_are_consumed_exactly() -> None:
     await run(agent, confirm(parked_call(agent, "a1")))
     model_of(agent).assert_consumed()
     assert isinstance(agent.model, ScriptedModel)
+
+
+# -- concurrent prompts ----------------------------------------------------------------------------
+
+#: One safety ASK shared by every call, as a tool may keep it in a module constant.
+SHARED_SAFETY_ASK = PermissionDecision(
+    behavior="ask", message="dangerous", decision_reason="dangerous path", bypass_immune=True
+)
+
+
+class SharedAskTool(ToolBase):
+    name = "danger"
+    description = "Touch a dangerous path."
+    is_concurrency_safe = True
+    input_schema = {"type": "object", "properties": {"path": {"type": "string"}}}  # noqa: RUF012
+
+    async def check_permissions(self, tool_input: dict[str, Any], context: Any) -> Any:
+        await trio.sleep(0)
+        return SHARED_SAFETY_ASK
+
+    async def generate_suggestions(self, tool_input: dict[str, Any]) -> list[PermissionRule]:
+        await trio.sleep(0)
+        return [
+            PermissionRule(
+                tool_name="danger",
+                rule_content=tool_input["path"],
+                behavior="allow",
+                source="suggested",
+            )
+        ]
+
+    async def call(self, emit: Any, /, **kwargs: Any) -> ToolChunk:
+        return ToolChunk(content=[TextBlock(text="ran")])
+
+
+async def test_each_concurrent_prompt_carries_its_own_suggestions() -> None:
+    """reference/agent.md §5.1: a prompt's suggestions are the rules for *that* call, even when
+    the tool returns one shared decision object to checks running at the same time."""
+    toolkit = Toolkit()
+    toolkit.add_tool(SharedAskTool())
+    batch = calls(*(call(c, "danger", path=f"/{c}") for c in "abc"))
+    agent = make_agent([batch, text("x")], toolkit)
+    _, events = await run(agent, user())
+    prompts = {
+        block.id: [rule.rule_content for rule in block.suggested_rules]
+        for event in events
+        if isinstance(event, RequireUserConfirmEvent)
+        for block in event.tool_calls
+    }
+    assert prompts == {"a": ["/a"], "b": ["/b"], "c": ["/c"]}
+    assert SHARED_SAFETY_ASK.suggested_rules is None  # the tool's object is left alone

@@ -467,7 +467,13 @@ async def check_permission_core(agent: Agent, kwargs: dict[str, Any]) -> Permiss
         return PermissionDecision(
             behavior=PermissionBehavior.ALLOW, message="Already allowed by user confirmation."
         )
-    return await agent.permission_engine.check_permission(kwargs["tool"], kwargs["tool_input"])
+    tool_input = kwargs["tool_input"]
+    decision = await agent.permission_engine.check_permission(kwargs["tool"], tool_input)
+    if decision.updated_input is tool_input:
+        # The engine echoing its input (an allow rule) is no rewrite: a middleware's forwarded
+        # replacement reaches the engine, never the execution (reference/agent.md §7.2).
+        decision = attrs.evolve(decision, updated_input=None)
+    return decision
 
 
 # -- park / resume --------------------------------------------------------------------------------

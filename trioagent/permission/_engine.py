@@ -31,6 +31,8 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .._rules import PermissionBehavior, PermissionRule
 from ._types import PermissionContext, PermissionDecision, PermissionMode
 
@@ -100,8 +102,8 @@ class PermissionEngine:
         if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
             return decision
         if _is_safety_ask(decision):
-            decision.suggested_rules = await self._suggestions(tool, tool_input)
-            return decision
+            # A copy: a tool may hand the same decision object to concurrent checks.
+            return attrs.evolve(decision, suggested_rules=await self._suggestions(tool, tool_input))
         allow = await self._match_allow(tool, tool_input)
         if allow is not None:
             return allow
@@ -161,8 +163,8 @@ class PermissionEngine:
         if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
             return decision
         if _is_safety_ask(decision):
-            decision.suggested_rules = await self._suggestions(tool, tool_input)
-            return _ask_to_deny(tool, decision)
+            suggestions = await self._suggestions(tool, tool_input)
+            return _ask_to_deny(tool, attrs.evolve(decision, suggested_rules=suggestions))
         allow = await self._match_allow(tool, tool_input)
         if allow is not None:
             return allow
@@ -249,8 +251,9 @@ class PermissionEngine:
 
     async def _suggestions(
         self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> list[PermissionRule]:
-        return list(await _maybe_await(tool.generate_suggestions(tool_input)))
+    ) -> list[PermissionRule] | None:
+        suggestions = await _maybe_await(tool.generate_suggestions(tool_input))
+        return None if suggestions is None else list(suggestions)
 
 
 def _is_safety_ask(decision: PermissionDecision) -> bool:
