@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 from typing import Any
 
+import jsonschema
 from json_repair import repair_json
 
 from ..exception import ToolJSONDecodeError
@@ -40,8 +42,21 @@ def _has_dropped_keys(original: Any, repaired: Any) -> bool:
     return False
 
 
+#: Invalid argument text longer than this is refused, not repaired: ``json_repair`` slows down
+#: quadratically on a long unterminated string (seconds at a few hundred kB, on the event
+#: loop), and a repaired long text cut at the token limit is rarely what the model meant.
+MAX_REPAIR_CHARS = 100_000
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"NaN and Infinity are not valid JSON numbers (got {name}).")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"NaN and Infinity are not valid JSON numbers (got {text}).")
+    return value
 
 
 def _decode_error(json_str: str, message: str) -> ToolJSONDecodeError:
@@ -62,14 +77,34 @@ def _decode_error(json_str: str, message: str) -> ToolJSONDecodeError:
     )
 
 
+def _satisfies(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        return bool(validator.is_valid(value))
+    except jsonschema.SchemaError:
+        return False
+
+
+def _is_finite(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
 def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Parse ``json_str`` into a dict, repairing truncated or mistyped JSON.
+    """Parse ``json_str`` into a dict, repairing truncated or mistyped JSON
+    (reference/model.md §1.6, tools_middleware.md §5.5 step 3).
 
     * blank text gives ``{}`` (a tool called without arguments);
-    * a valid JSON object is returned as is when no ``schema`` is given;
+    * a valid JSON object is returned verbatim when there is no ``schema`` or it satisfies the
+      schema (the reference repairs it anyway, which silently fills in schema defaults);
     * otherwise ``json_repair`` repairs it, guided by ``schema`` (``"42"`` → ``42`` for an
       integer property).  A repair that drops keys of a valid object is refused (that would
-      be a rewrite, not a repair), and NaN/Infinity are rejected.
+      be a rewrite, not a repair: validation must see them);
+    * NaN, Infinity and numbers too large for a float, integers beyond Python's digit limit,
+      nesting too deep to parse and invalid text over :data:`MAX_REPAIR_CHARS` are refused.
 
     Raises:
         ToolJSONDecodeError: the text cannot be turned into a dict.  Its message is written
@@ -79,25 +114,34 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
         return {}
 
     parsed: Any = None
-    message = "Error: Failed to parse your tool arguments."
+    decoded = False
     try:
-        parsed = json.loads(json_str, parse_constant=_reject_constant)
+        parsed = json.loads(json_str, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         message = (
             "Error: When decoding your tool arguments from JSON format to a Python "
             f"dictionary, a JSONDecodeError was raised with message: {exc}."
         )
-    except ValueError as exc:  # NaN / Infinity
-        message = f"Error: {exc}"
+    except ValueError as exc:  # NaN / Infinity / an integer over the digit limit: no repair
+        raise _decode_error(json_str, f"Error: {exc}") from None
+    except RecursionError:
+        raise _decode_error(json_str, "Error: Your tool arguments are nested too deeply.") from None
     else:
+        decoded = True
         if not isinstance(parsed, dict):
             message = (
                 f"Error: Your argument string is decoded into a {type(parsed)} object, "
                 "but a dict object is expected!"
             )
-        elif schema is None:
+        elif schema is None or _satisfies(parsed, schema):
             return parsed
+        else:
+            message = "Error: Failed to parse your tool arguments."
 
+    if not decoded and len(json_str) > MAX_REPAIR_CHARS:
+        raise _decode_error(
+            json_str, f"{message} (The text is too long to be repaired automatically.)"
+        )
     try:
         repaired: Any = repair_json(
             json_str, return_objects=True, stream_stable=True, schema=schema
@@ -108,14 +152,22 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
     if isinstance(repaired, dict):
         if isinstance(parsed, dict) and _has_dropped_keys(parsed, repaired):
             repaired = parsed
-        try:
-            json.dumps(repaired, allow_nan=False)
-        except ValueError:
-            message = "Error: NaN and Infinity are not valid JSON numbers."
-        else:
+        if _is_finite(repaired):
             result: dict[str, Any] = repaired
             return result
+        message = "Error: NaN and Infinity are not valid JSON numbers."
     raise _decode_error(json_str, message)
+
+
+def _local_def_name(ref: Any) -> str | None:
+    """``X`` for ``#/$defs/X`` or ``#/definitions/X``; ``None`` for any other pointer (a
+    deeper path such as ``#/$defs/A/properties/B`` is kept as it is, not guessed at)."""
+    if not isinstance(ref, str):
+        return None
+    for prefix in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(prefix) and "/" not in ref[len(prefix) :]:
+            return ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
+    return None
 
 
 def flatten_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -141,9 +193,9 @@ def flatten_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         ref = obj.get("$ref")
         if ref is not None:
-            if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
+            name = _local_def_name(ref)
+            if name is None:
                 return copy.deepcopy(obj)
-            name = ref.rsplit("/", 1)[-1]
             if name in visited:
                 logger.warning("circular reference to %r in a tool schema", name)
                 return {"type": "object", "description": f"(circular: {name})"}

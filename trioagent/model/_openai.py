@@ -160,9 +160,11 @@ class OpenAIStreamParser:
                 call.get("id") or f"call_{generate_id()}",
                 function.get("name") or "unknown",
             )
+        # The index identifies the call: an id arriving (or changing) in a later fragment
+        # must not split it in two.
         stored_id, stored_name = self.tool_calls[index]
         return ToolCallBlock(
-            id=call.get("id") or stored_id,
+            id=stored_id,
             name=function.get("name") or stored_name,
             input=function.get("arguments") or "",
         )

@@ -26,6 +26,7 @@ from ..exception import (
     ToolNotFoundError,
 )
 from ..message._blocks import ToolCallBlock
+from ..model._json_repair import json_loads_with_repair
 from ..permission._types import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._chain import ChainLayer, ToolNextHandler, run_chain
@@ -37,7 +38,6 @@ from ._group import (
     activated_groups_of,
     render_meta_tool_response,
 )
-from ._json import loads_tool_arguments
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
@@ -289,7 +289,7 @@ class Toolkit:
                 <json path>)"``.
         """
         tool = self.check_tool_available(tool_call.name, activated_groups)
-        tool_input = loads_tool_arguments(tool_call.input, tool.input_schema)
+        tool_input = json_loads_with_repair(tool_call.input, tool.input_schema)
         _validate_input(tool, tool_input)
         return tool, tool_input
 
