@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import enum
+import json
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import jsonschema
+import pydantic
 import pytest
 import trio
 
 from trioagent.exception import ToolInputValidationError
-from trioagent.message import TextBlock, ToolResultBlock, ToolResultState
+from trioagent.message import TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from trioagent.permission import (
     PermissionBehavior,
     PermissionContext,
     PermissionDecision,
     PermissionRule,
 )
-from trioagent.tool import FunctionTool, ToolBase, ToolChunk, ToolResponse
+from trioagent.tool import FunctionTool, ToolBase, ToolChunk, Toolkit, ToolResponse
 
 
 class Recorder:
@@ -218,6 +220,238 @@ async def test_attrs_and_enum_arguments_are_structured():
     assert got == {"place": Place(city="Tokyo"), "unit": Unit.F}
     with pytest.raises(ToolInputValidationError, match="argument 'place'"):
         await tool.run({"place": {"town": "Tokyo"}})
+
+
+@attrs.define
+class Account:
+    _token: str
+    owner: str = "me"
+
+
+class Item(pydantic.BaseModel):
+    q: int
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+    BLUE = "blue"
+
+
+class Level(enum.Enum):
+    LOW = 1
+
+
+@attrs.define
+class Spot:
+    street: str
+
+
+@attrs.define
+class Size:
+    n: int
+
+
+def _call(name: str, arguments: dict[str, Any]) -> ToolCallBlock:
+    return ToolCallBlock(id="call_1", name=name, input=json.dumps(arguments))
+
+
+async def test_attrs_fields_are_read_by_the_alias_the_schema_shows() -> None:
+    got: list[Account] = []
+
+    def login(account: Account) -> str:
+        got.append(account)
+        return "ok"
+
+    toolkit = Toolkit()
+    toolkit.register_function(login)
+    schema = toolkit.get_tool("login").input_schema
+    assert set(schema["$defs"]["Account"]["properties"]) == {"token", "owner"}
+    response = await toolkit.call_tool(_call("login", {"account": {"token": "t"}}))
+    assert response.state == ToolResultState.SUCCESS, response.text()
+    assert got == [Account("t")]
+
+
+async def test_pydantic_models_are_validated_inside_containers() -> None:
+    got: dict[str, Any] = {}
+
+    def order(
+        items: list[Item], extra: Item | None = None, by_id: dict[str, Item] | None = None
+    ) -> None:
+        got.update(items=items, extra=extra, by_id=by_id)
+
+    tool = FunctionTool(order)
+    await tool.run({"items": [{"q": 1}], "extra": {"q": 2}, "by_id": {"a": {"q": 3}}})
+    assert got == {"items": [Item(q=1)], "extra": Item(q=2), "by_id": {"a": Item(q=3)}}
+    await tool.run({"items": [], "extra": None})
+    assert got["extra"] is None
+    with pytest.raises(
+        ToolInputValidationError, match=r"argument 'items': .*\(at \$\.items\[1\]\.q\)"
+    ):
+        await tool.run({"items": [{"q": 1}, {"q": "many"}]})
+
+
+async def test_literal_of_enum_members_gives_the_member() -> None:
+    got: list[Any] = []
+
+    def paint(color: Literal[Color.RED, Color.GREEN]) -> None:
+        got.append(color)
+
+    tool = FunctionTool(paint)
+    assert tool.input_schema["properties"]["color"] == {"enum": ["red", "green"], "type": "string"}
+    await tool.run({"color": "red"})
+    assert got == [Color.RED]
+    assert got[0] is Color.RED
+    with pytest.raises(
+        ToolInputValidationError, match="expected one of 'red', 'green', got 'blue'"
+    ):
+        await tool.run({"color": "blue"})
+
+
+async def test_tuples_sets_and_non_string_keys_get_their_declared_types() -> None:
+    got: dict[str, Any] = {}
+
+    def collect(
+        pair: tuple[int, str], tags: set[str], ids: frozenset[int], names: dict[int, str]
+    ) -> None:
+        got.update(pair=pair, tags=tags, ids=ids, names=names)
+
+    tool = FunctionTool(collect)
+    arguments = {"pair": [1, "a"], "tags": ["x"], "ids": [1], "names": {"7": "n"}}
+    await tool.run(arguments)
+    assert got == {"pair": (1, "a"), "tags": {"x"}, "ids": frozenset({1}), "names": {7: "n"}}
+    assert isinstance(got["tags"], set)
+    with pytest.raises(ToolInputValidationError) as bad:
+        await tool.run({**arguments, "pair": [1], "names": {"seven": "n"}})
+    assert "argument 'pair': expected an array of 2 items, got 1 (at $.pair)" in bad.value.message
+    assert "argument 'names': key 'seven' is not a valid int (at $.names['seven'])" in (
+        bad.value.message
+    )
+
+
+async def test_integral_float_is_accepted_for_an_int() -> None:
+    got: list[Any] = []
+
+    def grow(n: int, size: Size) -> str:
+        got.extend([n, size])
+        return "ok"
+
+    toolkit = Toolkit()
+    toolkit.register_function(grow)
+    response = await toolkit.call_tool(_call("grow", {"n": 2.0, "size": {"n": 3.0}}))
+    assert response.state == ToolResultState.SUCCESS, response.text()
+    assert got == [2, Size(3)]
+    assert type(got[0]) is int
+    assert type(got[1].n) is int
+    with pytest.raises(
+        ToolInputValidationError, match=r"expected an integer, got 2\.5 \(at \$\.n\)"
+    ):
+        await FunctionTool(grow).run({"n": 2.5, "size": {"n": 1}})
+
+
+async def test_union_members_are_tried_in_declaration_order() -> None:
+    got: dict[str, Any] = {}
+
+    def pick(
+        a: Spot | dict[str, int],
+        b: Spot | list[Spot],
+        c: list[Color] | Color,
+        d: Color | Level,
+        e: Any | Spot,
+        f: float | int,
+    ) -> str:
+        got.update(a=a, b=b, c=c, d=d, e=e, f=f)
+        return "ok"
+
+    toolkit = Toolkit()
+    toolkit.register_function(pick)
+    arguments = {
+        "a": {"street": "s"},
+        "b": [{"street": "t"}],
+        "c": "red",
+        "d": 1,
+        "e": {"street": "u"},
+        "f": 2,
+    }
+    response = await toolkit.call_tool(_call("pick", arguments))
+    assert response.state == ToolResultState.SUCCESS, response.text()
+    assert got == {
+        "a": Spot("s"),
+        "b": [Spot("t")],
+        "c": Color.RED,
+        "d": Level.LOW,
+        "e": Spot("u"),  # a catch-all member is tried last
+        "f": 2,
+    }
+    assert type(got["f"]) is int  # the value's exact JSON type wins over declaration order
+    other = {"a": {"k": 1}, "b": {"street": "v"}, "c": ["green"], "d": "blue", "e": 3, "f": 1.5}
+    response = await toolkit.call_tool(_call("pick", other))
+    assert response.state == ToolResultState.SUCCESS, response.text()
+    assert got == {
+        "a": {"k": 1},
+        "b": Spot("v"),
+        "c": [Color.GREEN],
+        "d": Color.BLUE,
+        "e": 3,
+        "f": 1.5,
+    }
+
+
+async def test_union_without_a_fitting_member_is_an_error_result() -> None:
+    calls: list[Any] = []
+
+    def place(where: Spot | list[Spot]) -> None:
+        calls.append(where)
+
+    toolkit = Toolkit()
+    toolkit.register_function(place)
+    response = await toolkit.call_tool(_call("place", {}), tool_input={"where": "here"})
+    assert response.state == ToolResultState.ERROR
+    assert response.text() == (
+        "Input validation failed for tool 'place': "
+        "argument 'where': expected Spot | list[Spot], got 'here' (at $.where)"
+    )
+    assert calls == []
+
+
+async def test_union_whose_members_all_refuse_names_each_reason() -> None:
+    calls: list[Any] = []
+
+    def locate(where: Spot | dict[str, int]) -> None:
+        calls.append(where)
+
+    toolkit = Toolkit()
+    toolkit.register_function(locate)
+    # The schema accepts it (extra keys are allowed by Spot's schema); the conversion does not.
+    response = await toolkit.call_tool(_call("locate", {"where": {"street": "s", "floor": 2}}))
+    assert response.state == ToolResultState.ERROR
+    assert response.text() == (
+        "Input validation failed for tool 'locate': argument 'where': an object matches no "
+        "member of Spot | dict[str, int] (at $.where) "
+        "[as Spot: extra fields found: floor (at $.where); "
+        "as dict[str, int]: expected an integer, got 's' (at $.where['street'])]"
+    )
+    assert "cattrs" not in response.text()
+    assert calls == []
+
+
+async def test_conversion_errors_name_every_bad_argument() -> None:
+    calls: list[Any] = []
+
+    def mark(level: Level, flag: Color | Level, spots: list[Spot]) -> None:
+        calls.append(level)
+
+    tool = FunctionTool(mark)
+    with pytest.raises(ToolInputValidationError) as bad:
+        await tool.run({"level": True, "flag": False, "spots": [{"street": 1}, {}]})
+    assert bad.value.message == (
+        "Input validation failed for tool 'mark': "
+        "argument 'level': True is not a valid Level (one of: 1) (at $.level); "
+        "argument 'flag': expected Color | Level, got False (at $.flag); "
+        "argument 'spots': expected a string, got 1 (at $.spots[0].street); "
+        "argument 'spots': required field missing (at $.spots[1].street)"
+    )
+    assert calls == []
 
 
 async def test_tool_base_keyword_only_call_and_default_behaviour():

@@ -10,17 +10,23 @@ import dataclasses
 import enum
 import functools
 import inspect
+import logging
 import typing
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Optional, Union
 
 import attrs
+import jsonschema
 import pydantic
 import pytest
 
 from trioagent.tool import FunctionTool
 from trioagent.tool._docstring import parse_docstring
-from trioagent.tool._schema import function_input_schema, remove_title_field
+from trioagent.tool._schema import (
+    function_input_schema,
+    remove_title_field,
+    resolve_type_hints,
+)
 
 
 class Color(enum.Enum):
@@ -313,6 +319,179 @@ def test_unannotated_parameters_accept_anything():
     schema = function_input_schema(unannotated)
     assert schema["properties"] == {"a": {}, "b": {"default": 3}}
     assert schema["required"] == ["a"]
+
+
+# -- definitions: recursion, name clashes, descriptions, titles ----------------------------------
+
+
+def _valid_schema(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+class Node(pydantic.BaseModel):
+    value: int
+    children: list[Node] = []
+
+
+def test_recursive_pydantic_model_definition_is_its_object_schema() -> None:
+    def visit(node: Node) -> None:
+        """Visit."""
+
+    schema = function_input_schema(visit)
+    assert schema["properties"]["node"] == {"$ref": "#/$defs/Node"}
+    assert schema["$defs"] == {
+        "Node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"items": {"$ref": "#/$defs/Node"}, "type": "array", "default": []},
+            },
+            "required": ["value"],
+        }
+    }
+    validator = _valid_schema(schema)
+    assert validator.is_valid({"node": {"value": 1, "children": [{"value": 2}]}})
+    assert not validator.is_valid({"node": {"value": "x"}})
+    assert not validator.is_valid({"node": {"value": 1, "children": [{"value": "y"}]}})
+
+
+def _pydantic_point_holder() -> type[pydantic.BaseModel]:
+    class Point(pydantic.BaseModel):  # named like the attrs Point above, a different class
+        label: str
+
+    class Holder(pydantic.BaseModel):
+        point: Point
+
+    return Holder
+
+
+PointHolder = _pydantic_point_holder()
+
+
+def test_pydantic_submodel_named_like_another_class_gets_its_own_definition() -> None:
+    def place(a: Point, h: PointHolder) -> None:
+        """Place."""
+
+    def place_reversed(h: PointHolder, a: Point) -> None:
+        """Place, the pydantic model first."""
+
+    for func in (place, place_reversed):
+        schema = function_input_schema(func)
+        attrs_ref = schema["properties"]["a"]["$ref"]
+        pydantic_ref = schema["$defs"]["Holder"]["properties"]["point"]["$ref"]
+        assert attrs_ref != pydantic_ref
+        assert len(schema["$defs"]) == 3
+        validator = _valid_schema(schema)
+        assert validator.is_valid({"a": {"x": 1}, "h": {"point": {"label": "p"}}})
+        assert not validator.is_valid({"a": {"x": 1}, "h": {"point": {"x": 1}}})
+        assert not validator.is_valid({"a": {"label": "p"}, "h": {"point": {"label": "p"}}})
+
+
+class Holding(pydantic.BaseModel):
+    color: Color
+    address: Address | None = None
+
+
+def test_class_used_by_a_parameter_and_inside_a_pydantic_model_has_one_definition() -> None:
+    def store(color: Color, holding: Holding, address: Address) -> None:
+        """Store."""
+
+    schema = function_input_schema(store)
+    assert set(schema["$defs"]) == {"Color", "Holding", "Address"}
+    assert schema["$defs"]["Holding"]["properties"]["color"] == {"$ref": "#/$defs/Color"}
+    assert schema == _reference_schema(store)
+
+
+@dataclasses.dataclass
+class Window:
+    width: int
+
+
+def test_undocumented_dataclass_has_no_description() -> None:
+    def resize(window: Window) -> None:
+        """Resize."""
+
+    assert Window.__doc__  # the generated signature, not a docstring
+    assert function_input_schema(resize)["$defs"]["Window"] == {
+        "type": "object",
+        "properties": {"width": {"type": "integer"}},
+        "required": ["width"],
+    }
+
+
+class Inner(pydantic.BaseModel):
+    """Inner."""
+
+    y: str
+    z: tuple[int, str] | None = None
+
+
+class Outer(pydantic.BaseModel):
+    inner: Inner
+    inners: list[Inner] = []
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value).union(*(_keys(sub) for sub in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_keys(item) for item in value))
+    return set()
+
+
+def test_nested_pydantic_definitions_are_title_free() -> None:
+    def take(outer: Outer) -> None:
+        """Take."""
+
+    for schema in (function_input_schema(take), FunctionTool(take).input_schema):
+        assert "title" not in _keys(schema)
+        assert schema["$defs"]["Inner"]["description"] == "Inner."
+
+
+# -- unresolvable annotations -------------------------------------------------------------------
+
+
+def lookup(key: str, limit: int = 3, cache: NoSuchCache | None = None) -> None:  # noqa: F821
+    """Lookup."""
+
+
+def test_unresolvable_annotation_leaves_the_other_parameters_typed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="trioagent.tool"):
+        schema = function_input_schema(lookup)
+    assert schema["properties"] == {
+        "key": {"type": "string"},
+        "limit": {"type": "integer", "default": 3},
+        "cache": {"default": None},
+    }
+    assert schema["required"] == ["key"]
+    _valid_schema(schema)
+    [record] = caplog.records
+    assert "'cache'" in record.getMessage()
+    assert "lookup" in record.getMessage()
+    assert resolve_type_hints(lookup)["limit"] is int
+
+
+@dataclasses.dataclass
+class Lookup:
+    key: str
+    cache: NoSuchCache | None = None  # noqa: F821
+
+
+def test_unresolvable_field_annotation_leaves_the_other_fields_typed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def run(query: Lookup) -> None:
+        """Run."""
+
+    with caplog.at_level(logging.WARNING, logger="trioagent.tool"):
+        definition = function_input_schema(run)["$defs"]["Lookup"]
+    assert definition["properties"] == {"key": {"type": "string"}, "cache": {"default": None}}
+    [record] = caplog.records
+    assert "'cache'" in record.getMessage()
+    assert "Lookup" in record.getMessage()
 
 
 # -- docstrings --------------------------------------------------------------------------------

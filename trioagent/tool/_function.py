@@ -14,13 +14,14 @@ from .._rules import PermissionBehavior
 from ..exception import ToolInputValidationError
 from ..permission._types import PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
+from ._convert import ConversionError, convert, needs_conversion
 from ._docstring import parse_docstring
 from ._response import Emit, ToolChunk, chunk_from_value
 from ._schema import (
+    EXCLUDED_PARAMETERS,
     callable_docstring,
     callable_name,
     function_input_schema,
-    needs_structuring,
     remove_title_field,
     resolve_type_hints,
 )
@@ -38,9 +39,13 @@ class FunctionTool(ToolBase):
     ``*args``/``**kwargs`` are not part of the schema.  An explicit ``input_schema`` may be a
     dict or a pydantic model class.
 
-    **Calling.** Arguments arrive as JSON values; parameters annotated with attrs classes,
-    dataclasses, enums or pydantic models are converted to those types first (a mismatch is a
-    :class:`~trioagent.exception.ToolInputValidationError`).  Async functions are awaited.  Sync
+    **Calling.** Arguments arrive as JSON values and are converted to the annotated types first
+    (:mod:`trioagent.tool._convert`): attrs classes (read by field alias, as the schema shows
+    them), dataclasses, enums, literals and pydantic models — also inside lists, tuples, sets,
+    dicts (non-string keys too) and unions, whose members are tried in declaration order — and
+    ``2.0`` for an ``int``.  A mismatch is a
+    :class:`~trioagent.exception.ToolInputValidationError` naming each bad value's JSON path;
+    the function is not called.  Async functions are awaited.  Sync
     functions run inline in the event loop — keep them quick — or, with ``blocking=True``, in a
     worker thread via :func:`trio.to_thread.run_sync` (cancellation then waits for the thread
     to finish, since threads cannot be interrupted).
@@ -123,10 +128,10 @@ class FunctionTool(ToolBase):
         parameters = inspect.signature(func).parameters
         self._wants_emit = "emit" in parameters
         hints = resolve_type_hints(func)
-        self._structured = {
+        self._structured: dict[str, Any] = {
             name: hints[name]
             for name in parameters
-            if name in hints and needs_structuring(hints[name])
+            if name in hints and name not in EXCLUDED_PARAMETERS and needs_conversion(hints[name])
         }
 
     @property
@@ -203,24 +208,26 @@ class FunctionTool(ToolBase):
             generator.close()
 
     def _structure(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments converted to the annotated types (see the class docstring).
+
+        Raises:
+            ToolInputValidationError: every argument that does not fit, with its JSON path.
+        """
         if not self._structured:
             return kwargs
-        from ..serialization import SerializationError, structure
-
         converted = dict(kwargs)
+        errors: list[str] = []
         for name, annotation in self._structured.items():
             if name not in converted:
                 continue
-            value = converted[name]
             try:
-                if callable(getattr(annotation, "model_validate", None)):
-                    converted[name] = annotation.model_validate(value)
-                else:
-                    converted[name] = structure(value, annotation)
-            except (SerializationError, ValueError, TypeError) as exc:
-                raise ToolInputValidationError(
-                    f"Input validation failed for tool '{self.name}': argument {name!r}: {exc}"
-                ) from exc
+                converted[name] = convert(converted[name], annotation, f"$.{name}")
+            except ConversionError as exc:
+                errors.extend(f"argument {name!r}: {line}" for line in exc.errors)
+        if errors:
+            raise ToolInputValidationError(
+                f"Input validation failed for tool '{self.name}': " + "; ".join(errors)
+            )
         return converted
 
 

@@ -23,10 +23,15 @@ annotation                  schema
 attrs / dataclass class     ``{"$ref": "#/$defs/Name"}``; ``$defs.Name`` an object schema built
                             from its fields (class docstring → ``description``)
 pydantic model              its own ``model_json_schema()``, titles removed, under ``$defs``
+                            (with its nested definitions, renamed when a different class
+                            already holds the name)
 ==========================  ===============================================================
 
 A parameter's docstring text becomes its ``description`` (next to ``$ref`` for classes); a
 default is recorded as ``default`` (when JSON-serializable) and makes the parameter optional.
+Two different classes with the same name get distinct ``$defs`` names (the second one
+qualified by its module).  An annotation that cannot be resolved (a forward reference to an
+unknown name) gives ``{}`` for that parameter alone, with a warning.
 """
 
 from __future__ import annotations
@@ -36,10 +41,14 @@ import dataclasses
 import enum
 import functools
 import inspect
+import itertools
 import json
+import logging
+import re
+import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import attrs
@@ -51,10 +60,11 @@ __all__ = [
     "callable_docstring",
     "callable_name",
     "function_input_schema",
-    "needs_structuring",
     "remove_title_field",
     "resolve_type_hints",
 ]
+
+logger = logging.getLogger("trioagent.tool")
 
 #: Parameters that never appear in a tool's schema (injected by the toolkit).
 EXCLUDED_PARAMETERS = frozenset({"self", "cls", "_agent_state", "emit"})
@@ -84,18 +94,29 @@ _CONSTRAINTS = {
     "lt": "exclusiveMaximum",
     "multiple_of": "multipleOf",
 }
+_DEFS_REF = "#/$defs/"
+# Keywords whose value maps names to schemas, and keywords that hold instance data (verbatim).
+_SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"})
+_INSTANCE_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
 
 
 def remove_title_field(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop ``title`` (noise for a model) at the top level and, recursively, in ``properties``
-    values, ``items``, dict-valued ``additionalProperties`` and every dict under ``$defs``."""
+    values, ``items``, dict-valued ``additionalProperties``, the members of ``anyOf`` /
+    ``oneOf`` / ``allOf`` / ``prefixItems`` and every dict under ``$defs``."""
     schema.pop("title", None)
     for prop in (schema.get("properties") or {}).values():
         if isinstance(prop, dict):
             remove_title_field(prop)
-    for key in ("items", "additionalProperties"):
+    for key in ("items", "additionalProperties", "not"):
         if isinstance(schema.get(key), dict):
             remove_title_field(schema[key])
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        members = schema.get(key)
+        if isinstance(members, list):
+            for member in members:
+                if isinstance(member, dict):
+                    remove_title_field(member)
     defs = schema.get("$defs")
     if isinstance(defs, dict):
         for sub in defs.values():
@@ -125,16 +146,62 @@ def callable_docstring(func: Callable[..., Any]) -> str:
 
 
 def resolve_type_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    """Annotations with PEP 563 strings resolved and ``Annotated`` kept; ``{}`` on failure."""
+    """Annotations with PEP 563 strings resolved and ``Annotated`` kept.
+
+    Each annotation is resolved on its own: one that cannot be (a forward reference to an
+    unknown name) stays as written, the others are still resolved.
+    """
+    return _resolve_hints(func)[0]
+
+
+def _resolve_hints(func: Any) -> tuple[dict[str, Any], list[str]]:
+    """``(hints, names of the annotations that could not be resolved)``; see above."""
     while isinstance(func, functools.partial):
         func = func.func
     target: Any = func
     if not isinstance(func, type) and not inspect.isroutine(func) and callable(func):
         target = type(func).__call__  # a callable object: its __call__ holds the hints
     try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        return dict(getattr(target, "__annotations__", {}))
+        return typing.get_type_hints(target, include_extras=True), []
+    except Exception:  # some annotation is unresolvable: resolve them one at a time
+        pass
+    hints: dict[str, Any] = {}
+    failed: list[str] = []
+    for name, annotation, holder, globalns, localns in _annotation_scopes(target):
+        try:
+            holder.__annotations__ = {name: annotation}
+            hints[name] = typing.get_type_hints(holder, globalns, localns, include_extras=True)[
+                name
+            ]
+        except Exception:  # keep it as written: its schema accepts anything
+            hints[name] = annotation
+            failed.append(name)
+        else:
+            if name in failed:  # a subclass annotation that resolves overrides a base's
+                failed.remove(name)
+    return hints, failed
+
+
+def _annotation_scopes(target: Any) -> Iterator[tuple[str, Any, Any, Any, Any]]:
+    """``(name, annotation, holder, globalns, localns)`` to resolve each annotation of ``target``
+    alone as :func:`typing.get_type_hints` would (class annotations base classes first)."""
+    if isinstance(target, type):
+        for base in reversed(target.__mro__):
+            annotations = inspect.get_annotations(base)
+            module = sys.modules.get(base.__module__)
+            module_ns = vars(module) if module is not None else {}
+            class_ns = dict(vars(base))
+            for name, annotation in dict(annotations).items():
+                # the class namespace as globals and the module as locals: module names win,
+                # as in get_type_hints
+                yield name, annotation, type("_Holder", (), {}), class_ns, module_ns
+        return
+    unwrapped = target
+    while hasattr(unwrapped, "__wrapped__"):
+        unwrapped = unwrapped.__wrapped__
+    globalns = getattr(unwrapped, "__globals__", {})
+    for name, annotation in dict(getattr(target, "__annotations__", None) or {}).items():
+        yield name, annotation, types.SimpleNamespace(), globalns, None
 
 
 def function_input_schema(func: Callable[..., Any]) -> dict[str, Any]:
@@ -146,7 +213,7 @@ def function_input_schema(func: Callable[..., Any]) -> dict[str, Any]:
         ValueError: a positional-only parameter (tool arguments are passed by keyword).
     """
     doc = parse_docstring(callable_docstring(func))
-    hints = resolve_type_hints(func)
+    hints, unresolved = _resolve_hints(func)
     builder = _Builder()
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -159,19 +226,21 @@ def function_input_schema(func: Callable[..., Any]) -> dict[str, Any]:
                 "tool arguments are passed by keyword"
             )
         annotation = hints.get(name, param.annotation)
+        if name in unresolved:
+            logger.warning(
+                "cannot resolve the annotation %r of parameter %r of %s; "
+                "its schema accepts any value",
+                annotation,
+                name,
+                callable_name(func),
+            )
+            annotation = Any
         properties[name] = builder.field(
             annotation, doc.params.get(name), param.default, param.default is param.empty
         )
         if param.default is param.empty:
             required.append(name)
     return builder.finish(properties, required)
-
-
-def needs_structuring(annotation: Any) -> bool:
-    """Whether a JSON value must be converted to match ``annotation`` (classes, enums inside)."""
-    if _is_model_class(annotation):
-        return True
-    return any(needs_structuring(arg) for arg in get_args(annotation) if not isinstance(arg, str))
 
 
 def _is_model_class(tp: Any) -> bool:
@@ -211,6 +280,8 @@ class _Builder:
 
     def __init__(self) -> None:
         self.defs: dict[str, Any] = {}
+        # $defs name -> what it describes: a class, or (pydantic model, its definition name)
+        # for a nested pydantic definition whose class is not known
         self._owners: dict[str, Any] = {}
 
     def finish(self, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -291,17 +362,32 @@ class _Builder:
             "type": "array",
         }
 
-    def _ref(self, cls: type, make: Callable[[type], dict[str, Any]]) -> dict[str, Any]:
-        name = cls.__name__
-        if self._owners.get(name, cls) is not cls:
-            name = f"{cls.__module__}__{cls.__qualname__}".replace(".", "__")
-        if name not in self._owners:
-            self._owners[name] = cls
+    def _ref(self, cls: type, make: Callable[[type, str], dict[str, Any]]) -> dict[str, Any]:
+        name, new = self._claim(cls, cls.__name__, _qualified_name(cls))
+        if new:
             self.defs[name] = {}  # placeholder: recursive classes refer to themselves
-            self.defs[name] = make(cls)
-        return {"$ref": f"#/$defs/{name}"}
+            self.defs[name] = make(cls, name)
+        return {"$ref": f"{_DEFS_REF}{name}"}
 
-    def _enum_def(self, cls: type) -> dict[str, Any]:
+    def _claim(self, owner: Any, name: str, qualified: str) -> tuple[str, bool]:
+        """The ``$defs`` name of ``owner`` and whether it is new (its definition still to add).
+
+        ``name`` if free or already ``owner``'s, else ``qualified`` (numbered if need be): two
+        different classes never share a name.
+        """
+        candidates = itertools.chain(
+            (_normalize_name(name), _normalize_name(qualified)),
+            (f"{_normalize_name(qualified)}_{n}" for n in itertools.count(2)),
+        )
+        for candidate in candidates:
+            if candidate not in self._owners:
+                self._owners[candidate] = owner
+                return candidate, True
+            if self._owners[candidate] == owner:
+                return candidate, False
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _enum_def(self, cls: type, name: str) -> dict[str, Any]:
         schema = _literal(tuple(member.value for member in cls))  # type: ignore[attr-defined]
         if "const" in schema:
             schema["enum"] = [schema.pop("const")]
@@ -310,12 +396,12 @@ class _Builder:
             schema = {"description": inspect.cleandoc(doc), **schema}
         return schema
 
-    def _class_def(self, cls: type) -> dict[str, Any]:
-        doc = parse_docstring(cls.__dict__.get("__doc__"))
-        hints = resolve_type_hints(cls)
+    def _class_def(self, cls: type, def_name: str) -> dict[str, Any]:
+        doc = parse_docstring(_class_docstring(cls))
+        hints, unresolved = _resolve_hints(cls)
         properties: dict[str, Any] = {}
         required: list[str] = []
-        for name, annotation, default, has_default in _class_fields(cls, hints):
+        for name, annotation, default, has_default in _class_fields(cls, hints, unresolved):
             properties[name] = self.field(
                 annotation, doc.params.get(name), default, not has_default
             )
@@ -329,27 +415,136 @@ class _Builder:
             schema["required"] = required
         return schema
 
-    def _pydantic_def(self, cls: type) -> dict[str, Any]:
+    def _pydantic_def(self, cls: type, name: str) -> dict[str, Any]:
+        """The model's schema; its nested definitions join ``$defs`` (renamed on a clash)."""
         schema: dict[str, Any] = cls.model_json_schema(  # type: ignore[attr-defined]
-            ref_template="#/$defs/{model}"
+            ref_template=_DEFS_REF + "{model}"
         )
-        for name, sub in schema.pop("$defs", {}).items():
-            self.defs.setdefault(name, sub)
-            self._owners.setdefault(name, cls)
-        return remove_title_field(schema)
+        nested: dict[str, Any] = schema.pop("$defs", {})
+        renames: dict[str, str] = {}
+        ref = schema.get("$ref")
+        if list(schema) == ["$ref"] and isinstance(ref, str) and ref[len(_DEFS_REF) :] in nested:
+            # a recursive model: the schema refers to the model's own nested definition
+            own = ref[len(_DEFS_REF) :]
+            renames[own] = name
+            schema = nested.pop(own)
+        classes = _nested_classes(cls)
+        added: dict[str, Any] = {}
+        for sub_name, sub in nested.items():
+            found = classes.get(sub_name, [])
+            if len(found) == 1:  # the class behind the definition: shared with other uses
+                owner: Any = found[0]
+                qualified = _qualified_name(found[0])
+            else:
+                owner = (cls, sub_name)
+                qualified = f"{_qualified_name(cls)}.{sub_name}"
+            renames[sub_name], new = self._claim(owner, sub_name, qualified)
+            if new:
+                added[renames[sub_name]] = sub
+        for def_name, sub in added.items():
+            self.defs[def_name] = remove_title_field(_rename_refs(sub, renames))
+        return remove_title_field(_rename_refs(schema, renames))
 
 
-def _class_fields(cls: type, hints: dict[str, Any]) -> list[tuple[str, Any, Any, bool]]:
+def _normalize_name(name: str) -> str:
+    """A ``$defs`` name from a class name (as pydantic does: ``[A-Za-z0-9_-]``, ``.`` → ``__``)."""
+    normalized: str = re.sub(r"[^a-zA-Z0-9.\-_]", "_", name)
+    return normalized.replace(".", "__")
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _class_docstring(cls: type) -> str | None:
+    """The class's own docstring; ``None`` for the signature a dataclass gets without one."""
+    doc = cls.__dict__.get("__doc__")
+    if doc and dataclasses.is_dataclass(cls):
+        try:
+            generated = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            generated = cls.__name__
+        if doc == generated:
+            return None
+    return doc if isinstance(doc, str) else None
+
+
+def _nested_classes(model: type) -> dict[str, list[type]]:
+    """The classes reachable from a pydantic model's fields, by ``__name__``."""
+    found: dict[str, list[type]] = {}
+    seen: set[int] = set()
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type):
+            if id(tp) in seen:
+                return
+            seen.add(id(tp))
+            found.setdefault(tp.__name__, []).append(tp)
+            fields = getattr(tp, "model_fields", None)
+            if isinstance(fields, dict):
+                for field in fields.values():
+                    visit(getattr(field, "annotation", None))
+            elif (
+                dataclasses.is_dataclass(tp)
+                or typing.is_typeddict(tp)
+                or attrs.has(tp)
+                or (issubclass(tp, tuple) and hasattr(tp, "_fields"))  # a NamedTuple
+            ):
+                for hint in resolve_type_hints(tp).values():
+                    visit(hint)
+        for arg in get_args(tp):
+            visit(arg)
+
+    visit(model)
+    return found
+
+
+def _rename_refs(schema: Any, renames: dict[str, str]) -> Any:
+    """A copy of ``schema`` with each ``#/$defs/old`` reference renamed per ``renames``."""
+    if isinstance(schema, list):
+        return [_rename_refs(item, renames) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str) and value.startswith(_DEFS_REF):
+            target = value[len(_DEFS_REF) :]
+            out[key] = _DEFS_REF + renames.get(target, target)
+        elif key in _INSTANCE_VALUE_KEYWORDS:
+            out[key] = value
+        elif key in _SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
+            out[key] = {name: _rename_refs(sub, renames) for name, sub in value.items()}
+        else:
+            out[key] = _rename_refs(value, renames)
+    return out
+
+
+def _class_fields(
+    cls: type, hints: dict[str, Any], unresolved: list[str]
+) -> list[tuple[str, Any, Any, bool]]:
     """``(init name, annotation, default, has_default)`` for an attrs class or dataclass.
 
     A factory default makes the field optional without recording a ``default`` (as pydantic).
+    A field whose annotation cannot be resolved accepts anything (with a warning).
     """
+
+    def hint(name: str, declared: Any) -> Any:
+        if name in unresolved:
+            logger.warning(
+                "cannot resolve the annotation %r of field %r of %s; its schema accepts any value",
+                hints.get(name, declared),
+                name,
+                cls.__qualname__,
+            )
+            return Any
+        return hints.get(name, declared)
+
     fields: list[tuple[str, Any, Any, bool]] = []
     if attrs.has(cls):
         for field in attrs.fields(cls):
             if not field.init:
                 continue
-            annotation = hints.get(field.name, field.type if field.type is not None else Any)
+            annotation = hint(field.name, field.type if field.type is not None else Any)
             name = field.alias or field.name
             if field.default is attrs.NOTHING:
                 fields.append((name, annotation, None, False))
@@ -361,7 +556,7 @@ def _class_fields(cls: type, hints: dict[str, Any]) -> list[tuple[str, Any, Any,
     for dc_field in dataclasses.fields(cls):
         if not dc_field.init:
             continue
-        annotation = hints.get(dc_field.name, dc_field.type)
+        annotation = hint(dc_field.name, dc_field.type)
         if dc_field.default is not dataclasses.MISSING:
             fields.append((dc_field.name, annotation, dc_field.default, True))
         elif dc_field.default_factory is not dataclasses.MISSING:
