@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import trio
 
-__all__ = ["EndSettler", "PullStream", "is_cancellation", "unwrap_group"]
+__all__ = ["EndSettler", "PullStream", "is_cancellation", "reraise_unwrapped", "unwrap_group"]
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -27,15 +27,35 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The lone non-Cancelled exception of a nursery's group; a plain ``Cancelled`` when the
-    group holds only cancellations; else the group itself."""
-    leaves = _leaves(group)
-    errors = [e for e in leaves if not isinstance(e, trio.Cancelled)]
-    if len(errors) == 1:
-        return errors[0]
+    """The exception a caller of a nursery expects instead of the nursery's group.
+
+    * only cancellations: the first ``Cancelled``;
+    * one error (next to any cancellations): that error -- looked for through nested groups,
+      so a lone error deep in groups is unwrapped too, but a group raised with several errors
+      is returned as it was raised, not wrapped once more;
+    * several errors: the group itself.
+    """
+    errors = [e for e in group.exceptions if not is_cancellation(e)]
     if not errors:
-        return leaves[0]
-    return group
+        return _leaves(group)[0]
+    if len(errors) > 1:
+        return group
+    (error,) = errors
+    return unwrap_group(error) if isinstance(error, BaseExceptionGroup) else error
+
+
+def reraise_unwrapped(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Raise :func:`unwrap_group` of ``group`` (from its ``except`` block) as if it had never
+    been in a group: its own ``__cause__`` and ``__context__`` kept, not the group's."""
+    exc = unwrap_group(group)
+    cause, context, suppress = exc.__cause__, exc.__context__, exc.__suppress_context__
+    try:
+        raise exc
+    finally:
+        # ``raise`` inside the except block chained the group as context: undo that (it also
+        # breaks the cycle group -> exc -> group).
+        exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
+        del exc
 
 
 def is_cancellation(exc: BaseException) -> bool:
@@ -138,4 +158,4 @@ class PullStream:
         try:
             return bool(await self._stack.__aexit__(exc_type, exc, tb))
         except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)

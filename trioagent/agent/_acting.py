@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._concurrency import is_cancellation, unwrap_group
+from .._concurrency import is_cancellation, reraise_unwrapped
 from ..event import (
     AgentEvent,
     CustomEvent,
@@ -180,7 +180,7 @@ async def _run_concurrent(agent: Agent, calls: list[ToolCallBlock], emit: Emit) 
     except BaseExceptionGroup as group:
         # Workers record their own errors, so the group holds only cancellations: re-raise one
         # plain Cancelled, as a caller's ``except trio.Cancelled`` expects.
-        raise unwrap_group(group) from None
+        reraise_unwrapped(group)
     finally:
         with trio.CancelScope(shield=True) as cleanup:
             # Shielded to flush what the cancelled workers reported; bounded by

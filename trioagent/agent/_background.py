@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from ..event import HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
@@ -135,7 +135,7 @@ class Supervisor:
         except BaseExceptionGroup as group:
             # The nursery wraps what the `async with agent:` body raised (a Cancelled, a
             # ValueError from reply()) in a group; hand the caller the plain exception.
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> bool:
         """Run ``fn(*args)`` as a task of the supervision nursery; ``False`` when it is closed."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from ..event import AgentEvent
 from ..message import Msg
 
@@ -135,4 +135,4 @@ class ReplyStream:
         try:
             return bool(await self._stack.__aexit__(exc_type, exc, tb))
         except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)

@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from ..message import HintBlock, Msg, SystemMsg, UserMsg
 from ..model import ChatModelBase
 from ._base import MiddlewareBase
@@ -461,7 +461,7 @@ class AgenticMemoryMiddleware(MiddlewareBase):
         except BaseExceptionGroup as group:
             # The nursery wraps what the inner layers raised; hand outer layers the plain
             # exception (a Cancelled stays a Cancelled).
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)
         finally:
             self._retrieval.reset(token)
 

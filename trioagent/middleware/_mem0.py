@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from ..event import (
     ExternalExecutionResultEvent,
     ReplyStartEvent,
@@ -490,7 +490,7 @@ class SearchMemoryTool(_MemoryTool):
                 for index, keyword in enumerate(keywords):
                     nursery.start_soon(one, index, keyword, nursery)
         except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)
         if errors:
             return _error_chunk(f"Error retrieving memory: {errors[0]}")
         merged: list[str] = []

@@ -32,7 +32,7 @@ import httpx
 import jsonschema
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from .._ids import generate_id, generate_timestamp
 from ..exception import (
     ModelError,
@@ -455,8 +455,7 @@ class ChatModelBase(HTTPClientOwner):
                                 break
                             await call.absorb(chunk)
         except BaseExceptionGroup as group:
-            exc = unwrap_group(group)
-            raise exc from exc.__cause__
+            reraise_unwrapped(group)
         if outcome.error is not None:
             raise outcome.error
         if call.final is not None:

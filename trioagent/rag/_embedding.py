@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, Self, TypeAlias
 import attrs
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from .._ids import generate_id, generate_timestamp
 from ..exception import ModelError, ModelTimeoutError, ModelUpstreamError
 from ..message import Base64Source, DataBlock, TextBlock
@@ -336,8 +336,7 @@ class EmbeddingModelBase:
                 for index in range(len(batches)):
                     nursery.start_soon(run, index)
         except BaseExceptionGroup as group:
-            exc = unwrap_group(group)
-            raise exc from exc.__cause__
+            reraise_unwrapped(group)
         done = [r for r in results if r is not None]
         return _merge(done)
 

@@ -8,7 +8,7 @@ from typing import TypeVar, cast
 
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 
 __all__ = ["gather"]
 
@@ -34,6 +34,5 @@ async def gather(thunks: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
             for index in range(len(thunks)):
                 nursery.start_soon(run, index)
     except BaseExceptionGroup as group:
-        exc = unwrap_group(group)
-        raise exc from exc.__cause__
+        reraise_unwrapped(group)
     return cast("list[T]", results)

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Self, TypeAlias
 import attrs
 import trio
 
-from .._concurrency import unwrap_group
+from .._concurrency import reraise_unwrapped
 from .._ids import generate_id, generate_timestamp
 from ..exception import ModelError
 from ..message import Base64Source, DataBlock, URLSource
@@ -206,7 +206,7 @@ class StreamingTTSSession(TTSSession):
                 await nursery.start(self._run_receiver, send)
                 self._stack = stack.pop_all()
         except BaseExceptionGroup as group:  # a connect failure, raised from inside the nursery
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)
         self._nursery = nursery
         self._recv = recv
         return self
@@ -226,7 +226,7 @@ class StreamingTTSSession(TTSSession):
         try:
             await stack.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
+            reraise_unwrapped(group)
 
     async def _run_receiver(
         self,

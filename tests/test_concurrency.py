@@ -1,0 +1,1129 @@
+"""The structured-concurrency helpers of trioagent/_concurrency.py, tested directly and
+adversarially: ``unwrap_group`` and ``is_cancellation`` on flat and nested groups, and
+``PullStream`` (the pull form ``next_handler.stream()``, DESIGN.md §3) under producer errors,
+early exits, puller errors and cancellation at every schedule point (DESIGN.md §4, rules 1, 3
+and 7: one end, cancellation never swallowed, no task outlives the block)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+from trioagent._concurrency import (
+    EndSettler,
+    PullStream,
+    is_cancellation,
+    reraise_unwrapped,
+    unwrap_group,
+)
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Ev:
+    """A stand-in for an agent event: only ``type`` matters to PullStream."""
+
+    type: str
+    reason: str = ""
+
+
+TEXT = Ev("TEXT")
+COMPLETED = Ev("REPLY_END", "completed")
+INTERRUPTED = Ev("REPLY_END", "interrupted")
+
+
+async def a_cancelled() -> trio.Cancelled:
+    """A real ``trio.Cancelled`` (it has no public constructor)."""
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            return exc
+    raise AssertionError("the checkpoint was not cancelled")
+
+
+def child_tasks() -> list[trio.lowlevel.Task]:
+    """Tasks running in nurseries of the calling task (PullStream's nursery is one)."""
+    return [t for n in trio.lowlevel.current_task().child_nurseries for t in n.child_tasks]
+
+
+class Recorder:
+    """An ``emit`` that records what reached it (no checkpoint, so a cancelled caller still
+    delivers)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    async def __call__(self, item: Any) -> None:
+        self.items.append(item)
+
+
+class RecordingSettler:
+    """An :class:`EndSettler` that logs, and holds the producer in ``settle_end`` until
+    ``release`` is set (when ``hold``)."""
+
+    def __init__(self, log: list[str], *, hold: bool = False) -> None:
+        self.log = log
+        self.hold = hold
+        self.release = trio.Event()
+        self.sends: list[trio.MemorySendChannel[Any]] = []
+        self.failures: list[BaseException] = []
+
+    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
+        self.sends.append(send)
+        self.log.append("settle:start")
+        if self.hold:
+            await self.release.wait()
+        self.log.append("settle:done")
+
+    def note_failure(self, exc: BaseException) -> None:
+        self.failures.append(exc)
+
+
+def three_then_end(log: list[str] | None = None) -> Callable[[Any], Any]:
+    """A producer shaped like a reply: three items a second apart, then exactly one end
+    (INTERRUPTED if cancelled, emitted shielded as the agent does), then a result."""
+
+    async def producer(sink: Any) -> str:
+        reason = INTERRUPTED
+        try:
+            for i in range(3):
+                await sink(i)
+                await trio.sleep(1)
+            reason = COMPLETED
+        except trio.Cancelled:
+            if log is not None:
+                log.append("producer:cancelled")
+            raise
+        finally:
+            with trio.CancelScope(shield=True):
+                await sink(reason)
+        return "result"
+
+    return producer
+
+
+# -- unwrap_group ---------------------------------------------------------------------------------
+
+
+def test_unwrap_group_returns_the_lone_error_itself() -> None:
+    error = ValueError("boom")
+    assert unwrap_group(ExceptionGroup("g", [error])) is error
+
+
+async def test_unwrap_group_of_only_cancellations_is_the_first_cancelled() -> None:
+    first, second = await a_cancelled(), await a_cancelled()
+    assert unwrap_group(BaseExceptionGroup("g", [first])) is first
+    assert unwrap_group(BaseExceptionGroup("g", [first, second])) is first
+    nested = BaseExceptionGroup("g", [BaseExceptionGroup("inner", [first]), second])
+    assert unwrap_group(nested) is first
+
+
+async def test_unwrap_group_drops_cancellations_next_to_a_lone_error() -> None:
+    error = KeyError("k")
+    cancelled = await a_cancelled()
+    assert unwrap_group(BaseExceptionGroup("g", [cancelled, error])) is error
+    assert unwrap_group(BaseExceptionGroup("g", [error, cancelled])) is error
+
+
+async def test_unwrap_group_finds_a_lone_error_at_any_depth() -> None:
+    error = ValueError("deep")
+    cancelled = await a_cancelled()
+    group = BaseExceptionGroup(
+        "outer",
+        [cancelled, BaseExceptionGroup("mid", [ExceptionGroup("inner", [error]), cancelled])],
+    )
+    assert unwrap_group(group) is error
+
+
+async def test_unwrap_group_keeps_the_group_when_several_errors_remain() -> None:
+    cancelled = await a_cancelled()
+    flat = ExceptionGroup("g", [ValueError("a"), KeyError("b")])
+    assert unwrap_group(flat) is flat
+    nested = BaseExceptionGroup(
+        "g", [cancelled, ExceptionGroup("x", [ValueError("a")]), ExceptionGroup("y", [OSError()])]
+    )
+    assert unwrap_group(nested) is nested
+    # The group is returned untouched, cancellations included.
+    assert nested.exceptions[0] is cancelled
+
+
+async def test_unwrap_group_returns_a_raised_group_of_several_errors_as_raised() -> None:
+    cancelled = await a_cancelled()
+    mine = ExceptionGroup("mine", [ValueError("a"), KeyError("b")])
+    nursery = BaseExceptionGroup("Exceptions from Trio nursery", [mine, cancelled])
+    assert unwrap_group(nursery) is mine
+
+
+# -- reraise_unwrapped ---------------------------------------------------------------------------
+
+
+def raised_in_a_group(make: Callable[[], BaseException]) -> BaseException:
+    """What ``reraise_unwrapped`` raises for a nursery group around ``make()``'s exception."""
+    try:
+        try:
+            raise make()
+        except BaseException as exc:
+            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
+    except BaseExceptionGroup as group:
+        try:
+            reraise_unwrapped(group)
+        except BaseException as unwrapped:
+            return unwrapped
+    raise AssertionError("nothing raised")
+
+
+def test_reraise_unwrapped_keeps_the_explicit_cause() -> None:
+    def make() -> BaseException:
+        try:
+            raise OSError("connection reset")
+        except OSError as err:
+            try:
+                raise RuntimeError("model call failed") from err
+            except RuntimeError as exc:
+                return exc
+
+    exc = raised_in_a_group(make)
+    assert isinstance(exc, RuntimeError)
+    assert isinstance(exc.__cause__, OSError)
+    assert exc.__suppress_context__
+
+
+def test_reraise_unwrapped_keeps_the_implicit_context_and_no_cycle() -> None:
+    def make() -> BaseException:
+        try:
+            raise OSError("connection reset")
+        except OSError:
+            try:
+                raise RuntimeError("model call failed")  # implicit context
+            except RuntimeError as exc:
+                return exc
+
+    exc = raised_in_a_group(make)
+    assert isinstance(exc.__context__, OSError)
+    assert not exc.__suppress_context__
+    assert exc.__cause__ is None
+
+
+def test_reraise_unwrapped_of_a_plain_error_has_no_context() -> None:
+    exc = raised_in_a_group(lambda: ValueError("plain"))
+    assert exc.__context__ is None
+    assert exc.__cause__ is None
+
+
+async def test_an_inner_error_keeps_its_cause_across_the_pull_form() -> None:
+    async def producer(sink: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        try:
+            raise OSError("connection reset")
+        except OSError as err:
+            raise RuntimeError("model call failed") from err
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()) as items:
+            async for _ in items:
+                pass
+
+    with pytest.raises(RuntimeError, match="model call failed") as info:
+        await pull()
+    assert isinstance(info.value.__cause__, OSError)
+
+
+async def test_a_puller_error_keeps_its_cause() -> None:
+    async def pull() -> None:
+        async with PullStream(three_then_end(), Recorder()):
+            try:
+                raise KeyError("missing field")
+            except KeyError as err:
+                raise ValueError("bad item") from err
+
+    with pytest.raises(ValueError, match="bad item") as info:
+        await pull()
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+async def test_a_puller_exception_group_of_several_errors_propagates_as_raised() -> None:
+    group = ExceptionGroup("mine", [ValueError("a"), KeyError("b")])
+
+    async def pull() -> None:
+        async with PullStream(three_then_end(), Recorder()):
+            raise group
+
+    with pytest.raises(ExceptionGroup) as info:
+        await pull()
+    # Not wrapped in the nursery's group; trio may hand back a derived copy of it.
+    assert info.value.message == "mine"
+    assert info.value.exceptions == group.exceptions
+
+
+async def test_unwrap_group_treats_keyboard_interrupt_as_an_error() -> None:
+    interrupt = KeyboardInterrupt()
+    cancelled = await a_cancelled()
+    assert unwrap_group(BaseExceptionGroup("g", [interrupt])) is interrupt
+    assert unwrap_group(BaseExceptionGroup("g", [cancelled, interrupt])) is interrupt
+    both = BaseExceptionGroup("g", [interrupt, ValueError("v")])
+    assert unwrap_group(both) is both
+
+
+# -- is_cancellation ------------------------------------------------------------------------------
+
+
+async def test_is_cancellation_of_plain_exceptions() -> None:
+    assert is_cancellation(await a_cancelled())
+    assert not is_cancellation(ValueError())
+    assert not is_cancellation(KeyboardInterrupt())
+    assert not is_cancellation(trio.TooSlowError())
+
+
+async def test_is_cancellation_of_groups() -> None:
+    c1, c2 = await a_cancelled(), await a_cancelled()
+    assert is_cancellation(BaseExceptionGroup("g", [c1]))
+    assert is_cancellation(BaseExceptionGroup("g", [c1, BaseExceptionGroup("n", [c2])]))
+    assert not is_cancellation(BaseExceptionGroup("g", [c1, ValueError()]))
+    assert not is_cancellation(BaseExceptionGroup("g", [c1, KeyboardInterrupt()]))
+    deep = BaseExceptionGroup(
+        "g", [c1, BaseExceptionGroup("n", [c2, ExceptionGroup("e", [OSError()])])]
+    )
+    assert not is_cancellation(deep)
+    assert not is_cancellation(ExceptionGroup("g", [ValueError()]))
+
+
+# -- PullStream: the happy path -------------------------------------------------------------------
+
+
+async def test_items_arrive_in_order_then_the_result_then_end_of_channel(
+    autojump_clock: Any,
+) -> None:
+    emit = Recorder()
+    async with PullStream(three_then_end(), emit) as items:
+        assert len(child_tasks()) == 1  # the inner layers run in exactly one child task
+        pulled = [item async for item in items]
+        with pytest.raises(trio.EndOfChannel):
+            await items.receive()
+    assert pulled == [0, 1, 2, COMPLETED, "result"]
+    assert emit.items == []
+    assert child_tasks() == []
+    assert trio.current_time() == 3
+
+
+async def test_a_none_result_is_not_handed_over() -> None:
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+
+    async with PullStream(producer, Recorder()) as items:
+        pulled = [item async for item in items]
+    assert pulled == [TEXT]
+
+
+async def test_items_channel_is_closed_after_the_block() -> None:
+    async with PullStream(three_then_end(), Recorder()) as items:
+        pass
+    with pytest.raises(trio.ClosedResourceError):
+        items.receive_nowait()
+
+
+async def test_unbuffered_channel_keeps_the_producer_in_step_with_the_puller() -> None:
+    log: list[str] = []
+
+    async def producer(sink: Any) -> None:
+        for i in range(3):
+            log.append(f"offer {i}")
+            await sink(i)
+            log.append(f"taken {i}")
+
+    async with PullStream(producer, Recorder()) as items:
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == ["offer 0"]
+        assert await items.receive() == 0
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == ["offer 0", "taken 0", "offer 1"]
+        assert [item async for item in items] == [1, 2]
+    assert log == ["offer 0", "taken 0", "offer 1", "taken 1", "offer 2", "taken 2"]
+
+
+async def test_a_producer_that_never_checkpoints_still_ends_the_stream() -> None:
+    async def producer(sink: Any) -> str:
+        return "only"
+
+    async with PullStream(producer, Recorder()) as items:
+        assert [item async for item in items] == ["only"]
+
+
+# -- PullStream: the producer fails ---------------------------------------------------------------
+
+
+async def test_producer_error_before_any_item_propagates_unwrapped() -> None:
+    error = ValueError("no connection")
+
+    async def producer(sink: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        raise error
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()) as items:
+            async for _ in items:
+                pytest.fail("no item was produced")
+
+    with pytest.raises(ValueError, match="no connection") as info:
+        await pull()
+    assert info.value is error
+    assert child_tasks() == []
+
+
+async def test_producer_error_mid_stream_cancels_a_busy_puller(autojump_clock: Any) -> None:
+    error = RuntimeError("stream broke")
+    puller_log: list[str] = []
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+        raise error
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()) as items:
+            assert await items.receive() == TEXT
+            try:
+                await trio.sleep(100)  # the puller is busy elsewhere when the producer fails
+            except trio.Cancelled:
+                puller_log.append("puller:cancelled")
+                raise
+
+    with pytest.raises(RuntimeError, match="stream broke") as info:
+        await pull()
+    assert info.value is error
+    assert puller_log == ["puller:cancelled"]
+    assert trio.current_time() == 0
+    assert child_tasks() == []
+
+
+async def test_producer_error_while_puller_receives_ends_the_channel_then_raises() -> None:
+    error = OSError("reset")
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+        await trio.lowlevel.checkpoint()
+        raise error
+
+    pulled: list[Any] = []
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()) as items:
+            async for item in items:
+                pulled.append(item)
+
+    with pytest.raises(OSError, match="reset") as info:
+        await pull()
+    assert info.value is error
+    assert pulled == [TEXT]
+
+
+async def test_keyboard_interrupt_from_the_producer_propagates_unwrapped() -> None:
+    interrupt = KeyboardInterrupt()
+
+    async def producer(sink: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        raise interrupt
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()) as items:
+            async for _ in items:
+                pass
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        await pull()
+    assert info.value is interrupt
+
+
+# -- PullStream: the puller leaves early ----------------------------------------------------------
+
+
+async def test_leaving_early_cancels_the_producer_and_its_end_goes_to_emit(
+    autojump_clock: Any,
+) -> None:
+    emit = Recorder()
+    log: list[str] = []
+    async with PullStream(three_then_end(log), emit) as items:
+        async for item in items:
+            assert item == 0
+            break
+    assert log == ["producer:cancelled"]
+    assert emit.items == [INTERRUPTED]  # produced while unwinding: nothing is lost
+    assert trio.current_time() == 0  # the producer's sleep did not run to its end
+    assert child_tasks() == []
+
+
+async def test_leaving_without_pulling_routes_everything_to_emit(autojump_clock: Any) -> None:
+    emit = Recorder()
+    log: list[str] = []
+    async with PullStream(three_then_end(log), emit):
+        pass
+    # The producer had not started: it runs already cancelled, so its first item (before any
+    # checkpoint) and its INTERRUPTED end both go straight to emit.
+    assert emit.items == [0, INTERRUPTED]
+    assert log == ["producer:cancelled"]
+    assert trio.current_time() == 0
+
+
+async def test_an_item_pending_when_the_puller_leaves_goes_to_emit() -> None:
+    emit = Recorder()
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+        await sink(COMPLETED)  # still pending when the puller leaves
+
+    async with PullStream(producer, emit) as items:
+        assert await items.receive() == TEXT
+        await trio.testing.wait_all_tasks_blocked()
+    assert emit.items == [COMPLETED]
+
+
+async def test_items_after_the_puller_left_skip_the_channel() -> None:
+    emit = Recorder()
+
+    async def producer(sink: Any) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                for i in range(3):
+                    await sink(i)
+                    await trio.lowlevel.checkpoint()
+
+    async with PullStream(producer, emit) as items:
+        await trio.testing.wait_all_tasks_blocked()
+    assert emit.items == [0, 1, 2]
+    with pytest.raises(trio.ClosedResourceError):
+        items.receive_nowait()
+
+
+async def test_the_result_of_a_producer_whose_puller_left_is_dropped() -> None:
+    emit = Recorder()
+
+    async def producer(sink: Any) -> str:
+        with trio.CancelScope(shield=True):
+            await sink(TEXT)
+            await trio.lowlevel.checkpoint()
+        return "result"
+
+    async with PullStream(producer, emit):
+        pass
+    assert emit.items == [TEXT]  # the result is a return value, not an item: not emitted
+
+
+async def test_the_puller_closing_items_itself_routes_items_to_emit() -> None:
+    emit = Recorder()
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+        await sink(COMPLETED)
+
+    async with PullStream(producer, emit) as items:
+        assert await items.receive() == TEXT
+        await items.aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        assert emit.items == [COMPLETED]
+    assert emit.items == [COMPLETED]
+
+
+async def test_a_cancelled_producer_still_emits_once_the_puller_closed_items() -> None:
+    emit = Recorder()
+    producer_scope = trio.CancelScope()
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)  # the puller closed items: this one already went to emit
+        with producer_scope:
+            try:
+                await trio.sleep_forever()
+            finally:
+                # Still inside the cancelled scope, unshielded: a departed puller must not turn
+                # this into a Cancelled that loses the end event.
+                await sink(INTERRUPTED)
+
+    async with PullStream(producer, emit) as items:
+        await items.aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        assert emit.items == [TEXT]
+        producer_scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert emit.items == [TEXT, INTERRUPTED]
+    assert producer_scope.cancelled_caught
+
+
+async def test_a_sink_called_after_the_inner_layers_returned_goes_to_emit() -> None:
+    emit = Recorder()
+    kept: list[Any] = []
+
+    async def producer(sink: Any) -> str:
+        kept.append(sink)
+        return "result"
+
+    async with PullStream(producer, emit) as items:
+        assert [item async for item in items] == ["result"]
+        await kept[0](TEXT)  # its channel end is closed now
+        assert emit.items == [TEXT]
+    await kept[0](COMPLETED)
+    assert emit.items == [TEXT, COMPLETED]
+
+
+async def test_emit_error_after_the_puller_left_propagates_unwrapped() -> None:
+    error = LookupError("consumer gone")
+
+    async def failing_emit(item: Any) -> None:
+        raise error
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+
+    with pytest.raises(LookupError) as info:
+        async with PullStream(producer, failing_emit):
+            pass
+    assert info.value is error
+    assert child_tasks() == []
+
+
+# -- PullStream: the puller fails -----------------------------------------------------------------
+
+
+async def test_puller_error_propagates_as_is_and_cancels_the_producer(autojump_clock: Any) -> None:
+    error = ValueError("bad item")
+    emit = Recorder()
+    log: list[str] = []
+
+    async def pull() -> None:
+        async with PullStream(three_then_end(log), emit) as items:
+            async for _ in items:
+                raise error
+
+    with pytest.raises(ValueError, match="bad item") as info:
+        await pull()
+    assert info.value is error
+    assert log == ["producer:cancelled"]
+    assert emit.items == [INTERRUPTED]
+    assert trio.current_time() == 0
+    assert child_tasks() == []
+
+
+async def test_puller_error_while_the_producer_is_blocked_on_send() -> None:
+    error = ValueError("gave up")
+    emit = Recorder()
+    log: list[str] = []
+
+    async def producer(sink: Any) -> None:
+        try:
+            await sink(TEXT)
+            log.append("sent")
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            log.append("cancelled")
+            raise
+
+    async def pull() -> None:
+        async with PullStream(producer, emit):
+            await trio.testing.wait_all_tasks_blocked()  # the producer waits in send
+            raise error
+
+    with pytest.raises(ValueError, match="gave up") as info:
+        await pull()
+    assert info.value is error
+    # The pending item reached emit (the channel broke), then the producer was cancelled.
+    assert emit.items == [TEXT]
+    assert log == ["sent", "cancelled"]
+
+
+async def test_puller_error_while_the_producer_sends_shielded() -> None:
+    error = ValueError("gave up")
+    emit = Recorder()
+
+    async def producer(sink: Any) -> None:
+        with trio.CancelScope(shield=True):
+            await sink(INTERRUPTED)
+
+    async def pull() -> None:
+        async with PullStream(producer, emit):
+            await trio.testing.wait_all_tasks_blocked()
+            raise error
+
+    with pytest.raises(ValueError, match="gave up"):
+        await pull()
+    assert emit.items == [INTERRUPTED]
+
+
+async def test_both_sides_failing_raise_a_group_with_both() -> None:
+    puller_error = ValueError("puller")
+    producer_error = KeyError("producer")
+
+    async def producer(sink: Any) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise producer_error
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder()):
+            await trio.testing.wait_all_tasks_blocked()
+            raise puller_error
+
+    with pytest.raises(ExceptionGroup) as info:
+        await pull()
+    assert list(info.value.exceptions) == [puller_error, producer_error]
+
+
+async def test_keyboard_interrupt_from_the_puller_propagates_unwrapped() -> None:
+    interrupt = KeyboardInterrupt()
+    log: list[str] = []
+
+    async def pull() -> None:
+        async with PullStream(three_then_end(log), Recorder()):
+            await trio.testing.wait_all_tasks_blocked()
+            raise interrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        await pull()
+    assert info.value is interrupt
+    assert log == ["producer:cancelled"]
+
+
+async def test_failure_to_open_the_nursery_closes_both_channel_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    error = RuntimeError("no nursery")
+
+    def broken_open_nursery(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    started: list[str] = []
+
+    async def producer(sink: Any) -> None:
+        started.append("producer")
+
+    stream = PullStream(producer, Recorder())
+    with monkeypatch.context() as patch:  # restored before the next checkpoint
+        patch.setattr(trio, "open_nursery", broken_open_nursery)
+        with pytest.raises(RuntimeError, match="no nursery"):
+            await stream.__aenter__()
+    recv = stream._recv  # white box: the receive end __aenter__ would have returned
+    assert recv is not None
+    assert recv.statistics().open_send_channels == 0
+    with pytest.raises(trio.ClosedResourceError):
+        recv.receive_nowait()
+    await trio.testing.wait_all_tasks_blocked()
+    assert started == []
+
+
+# -- PullStream: outer cancellation ---------------------------------------------------------------
+
+
+async def test_outer_cancel_propagates_as_a_plain_cancelled(autojump_clock: Any) -> None:
+    emit = Recorder()
+    escaped: list[BaseException] = []
+    pulled: list[Any] = []
+    with trio.move_on_after(1.5) as scope:
+        try:
+            async with PullStream(three_then_end(), emit) as items:
+                async for item in items:
+                    pulled.append(item)
+        except BaseException as exc:
+            escaped.append(exc)
+            raise
+    assert scope.cancelled_caught
+    assert len(escaped) == 1
+    assert type(escaped[0]) is trio.Cancelled  # not a group of cancellations
+    assert pulled == [0, 1]
+    assert emit.items == [INTERRUPTED]  # the shielded end still got out
+    assert trio.current_time() == 1.5
+    assert child_tasks() == []
+
+
+async def test_outer_cancel_while_the_producer_is_blocked_on_send() -> None:
+    emit = Recorder()
+    log: list[str] = []
+
+    async def producer(sink: Any) -> None:
+        reason = INTERRUPTED
+        try:
+            await sink(TEXT)
+            reason = COMPLETED
+        except trio.Cancelled:
+            log.append("producer:cancelled")
+            raise
+        finally:
+            with trio.CancelScope(shield=True):
+                await sink(reason)
+
+    with trio.CancelScope() as scope:
+        async with PullStream(producer, emit):
+            await trio.testing.wait_all_tasks_blocked()  # the producer waits in send(TEXT)
+            scope.cancel()
+            await trio.lowlevel.checkpoint()
+            pytest.fail("the puller was not cancelled")
+    assert scope.cancelled_caught
+    assert log == ["producer:cancelled"]
+    # The unshielded send was cancelled (TEXT is not delivered twice or late); the shielded end
+    # reached emit once the puller had gone.
+    assert emit.items == [INTERRUPTED]
+    assert child_tasks() == []
+
+
+async def test_outer_cancel_while_the_producer_sends_shielded_does_not_hang() -> None:
+    emit = Recorder()
+
+    async def producer(sink: Any) -> None:
+        with trio.CancelScope(shield=True):
+            await sink(INTERRUPTED)
+
+    with trio.CancelScope() as scope:
+        async with PullStream(producer, emit):
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert emit.items == [INTERRUPTED]
+
+
+async def test_entering_an_already_cancelled_scope(autojump_clock: Any) -> None:
+    emit = Recorder()
+    log: list[str] = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with PullStream(three_then_end(log), emit) as items:
+            async for _ in items:
+                pytest.fail("a cancelled puller received an item")
+    assert scope.cancelled_caught
+    assert log == ["producer:cancelled"]
+    # The producer's first item was offered before any checkpoint: it either reached the
+    # channel's broken end (then emit) or was cancelled in send, never pulled.
+    assert emit.items in ([INTERRUPTED], [0, INTERRUPTED])
+    assert trio.current_time() == 0
+    assert child_tasks() == []
+
+
+async def test_outer_cancel_and_a_producer_error_while_unwinding_raise_the_error() -> None:
+    error = OSError("close failed")
+
+    async def producer(sink: Any) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise error
+
+    scope = trio.CancelScope()
+
+    async def pull() -> None:
+        with scope:
+            async with PullStream(producer, Recorder()):
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+                await trio.lowlevel.checkpoint()
+
+    with pytest.raises(OSError, match="close failed") as info:
+        await pull()
+    assert info.value is error
+    assert not scope.cancelled_caught  # the error replaced the cancellation on its way out
+
+
+# -- PullStream and the EndSettler ----------------------------------------------------------------
+
+
+async def test_settle_end_holds_the_producer_after_the_puller_took_the_end() -> None:
+    log: list[str] = []
+    settler = RecordingSettler(log, hold=True)
+
+    async def producer(sink: Any) -> str:
+        await sink(TEXT)
+        await sink(COMPLETED)
+        log.append("producer:after-end")
+        return "final"
+
+    async with PullStream(producer, Recorder(), settler) as items:
+        assert await items.receive() == TEXT
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == []  # not for items that are not an end
+        assert await items.receive() == COMPLETED
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == ["settle:start"]  # the producer waits in settle_end
+        assert settler.sends[0].statistics().open_receive_channels == 1
+        settler.release.set()
+        assert [item async for item in items] == ["final"]
+    assert log == ["settle:start", "settle:done", "producer:after-end"]
+    assert len(settler.sends) == 1
+    with pytest.raises(trio.ClosedResourceError):
+        settler.sends[0].send_nowait("late")  # the channel settle_end saw is the producer's
+    assert settler.failures == []
+
+
+async def test_settle_end_is_skipped_for_an_end_the_puller_never_took() -> None:
+    log: list[str] = []
+    settler = RecordingSettler(log)
+    emit = Recorder()
+    async with PullStream(three_then_end(), emit, settler) as items:
+        assert await items.receive() == 0
+    assert emit.items == [INTERRUPTED]
+    assert log == []
+    assert settler.failures == []
+
+
+async def test_cancel_while_the_producer_is_in_settle_end(autojump_clock: Any) -> None:
+    log: list[str] = []
+    settler = RecordingSettler(log, hold=True)
+    pulled: list[Any] = []
+
+    async def producer(sink: Any) -> None:
+        await sink(TEXT)
+        await sink(COMPLETED)  # unshielded: the cancellation reaches settle_end
+        log.append("producer:after-end")
+
+    with trio.move_on_after(5) as scope:
+        async with PullStream(producer, Recorder(), settler) as items:
+            async for item in items:
+                pulled.append(item)
+    assert scope.cancelled_caught
+    assert trio.current_time() == 5
+    assert pulled == [TEXT, COMPLETED]
+    assert log == ["settle:start"]
+    assert settler.failures == []
+    assert child_tasks() == []
+
+
+async def test_note_failure_sees_the_puller_error_before_the_producer_is_cancelled() -> None:
+    error = ValueError("middleware bug")
+    log: list[str] = []
+    settler = RecordingSettler(log)
+    seen: list[list[BaseException]] = []
+
+    async def producer(sink: Any) -> None:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            seen.append(list(settler.failures))
+            raise
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder(), settler):
+            await trio.testing.wait_all_tasks_blocked()
+            raise error
+
+    with pytest.raises(ValueError, match="middleware bug"):
+        await pull()
+    assert seen == [[error]]
+    assert settler.failures == [error]
+
+
+async def test_note_failure_is_not_called_for_a_normal_exit_or_a_cancellation() -> None:
+    log: list[str] = []
+    settler = RecordingSettler(log)
+    async with PullStream(three_then_end(), Recorder(), settler) as items:
+        assert await items.receive() == 0
+    with trio.CancelScope() as scope:
+        async with PullStream(three_then_end(), Recorder(), settler) as items:
+            scope.cancel()
+            await items.receive()
+    assert scope.cancelled_caught
+    assert settler.failures == []
+
+
+async def test_note_failure_for_a_producer_error_is_not_called() -> None:
+    # The producer's own failure is the inner layers' business; only the puller's is noted.
+    settler = RecordingSettler([])
+
+    async def producer(sink: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        raise ValueError("inner")
+
+    async def pull() -> None:
+        async with PullStream(producer, Recorder(), settler) as items:
+            async for _ in items:
+                pass
+
+    with pytest.raises(ValueError, match="inner"):
+        await pull()
+    assert settler.failures == []
+
+
+def test_recording_settler_satisfies_the_protocol() -> None:
+    settler: EndSettler = RecordingSettler([])
+    assert callable(settler.settle_end)
+    assert callable(settler.note_failure)
+
+
+# -- PullStream: sweeps ---------------------------------------------------------------------------
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts the schedule points of ``root`` and its descendants; calls ``cancel`` right
+    after the ``cancel_at``-th one."""
+
+    def __init__(
+        self, root: trio.lowlevel.Task, cancel_at: int | None, cancel: Callable[[], None]
+    ) -> None:
+        self.root = root
+        self.cancel_at = cancel_at
+        self.cancel = cancel
+        self.steps = 0
+        self.fired = False
+
+    def _watched(self, task: trio.lowlevel.Task) -> bool:
+        current: trio.lowlevel.Task | None = task
+        while current is not None:
+            if current is self.root:
+                return True
+            nursery = current.parent_nursery
+            current = nursery.parent_task if nursery is not None else None
+        return False
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self._watched(task):
+            self.steps += 1
+            if self.steps == self.cancel_at:
+                self.fired = True
+                self.cancel()
+
+
+@attrs.define
+class SweepRun:
+    routed: list[tuple[str, Any]] = attrs.Factory(list)
+    escaped: BaseException | None = None
+    steps: int = 0
+    fired: bool = False
+
+
+async def run_cancelled_at(cancel_at: int | None, with_settler: bool) -> SweepRun:
+    run = SweepRun()
+
+    async def emit(item: Any) -> None:
+        run.routed.append(("emit", item))
+
+    settler = RecordingSettler([]) if with_settler else None
+    outer = trio.CancelScope()
+
+    async def body() -> None:
+        counter = StepCounter(trio.lowlevel.current_task(), cancel_at, outer.cancel)
+        trio.lowlevel.add_instrument(counter)
+        try:
+            with outer:
+                try:
+                    async with PullStream(three_then_end(), emit, settler) as items:
+                        async for item in items:
+                            run.routed.append(("pull", item))
+                            await trio.lowlevel.checkpoint()
+                except BaseException as exc:
+                    run.escaped = exc
+                    raise
+            assert child_tasks() == []
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+            run.steps, run.fired = counter.steps, counter.fired
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(body)
+    assert child_tasks() == []  # nothing outlived the body
+    if settler is not None:
+        assert settler.failures == []
+    return run
+
+
+def check_sweep_run(run: SweepRun, where: str) -> None:
+    items = [item for _, item in run.routed]
+    ends = [i for i, item in enumerate(items) if isinstance(item, Ev)]
+    assert len(ends) == 1, f"{where}: {len(ends)} ends in {run.routed}"
+    end_at = ends[0]
+    # Items keep their order, none is duplicated or skipped, the end comes after all of them,
+    # and only the result (pulled) may follow it.
+    assert items[:end_at] == list(range(end_at)), where
+    assert items[end_at + 1 :] in ([], ["result"]), where
+    if items[end_at + 1 :]:
+        assert run.routed[-1][0] == "pull", where
+    # Once an item went to emit the puller was gone: nothing is pulled after that.
+    routes = [route for route, _ in run.routed]
+    if "emit" in routes:
+        assert "pull" not in routes[routes.index("emit") :], where
+    end = items[end_at]
+    if end == INTERRUPTED:
+        assert end_at <= 3, where
+        # Rule 3: the cancellation that interrupted the producer is not swallowed.
+        assert type(run.escaped) is trio.Cancelled, f"{where}: escaped {run.escaped!r}"
+    else:
+        assert end == COMPLETED, where
+        assert end_at == 3, where
+    if run.escaped is not None:
+        assert type(run.escaped) is trio.Cancelled, f"{where}: escaped {run.escaped!r}"
+
+
+@pytest.mark.parametrize("with_settler", [False, True])
+async def test_outer_cancel_at_every_schedule_point(
+    autojump_clock: Any, with_settler: bool
+) -> None:
+    baseline = await run_cancelled_at(None, with_settler)
+    check_sweep_run(baseline, "baseline")
+    assert baseline.escaped is None
+    assert baseline.routed == [("pull", x) for x in (0, 1, 2, COMPLETED, "result")]
+    assert baseline.steps > 10
+    outcomes: set[str] = set()
+    for cancel_at in range(1, baseline.steps + 1):
+        for attempt in range(4):  # trio may reverse each batch: try both orders
+            run = await run_cancelled_at(cancel_at, with_settler)
+            assert run.fired
+            check_sweep_run(run, f"point {cancel_at}, attempt {attempt}")
+            outcomes.add(next(item.reason for _, item in run.routed if isinstance(item, Ev)))
+    assert outcomes == {"interrupted", "completed"}
+
+
+@pytest.mark.parametrize(
+    ("leave_after", "pulled", "emitted", "elapsed"),
+    [
+        (0, [], [0, INTERRUPTED], 0),
+        (1, [0], [INTERRUPTED], 0),
+        (2, [0, 1], [INTERRUPTED], 1),
+        (3, [0, 1, 2], [INTERRUPTED], 2),
+        (4, [0, 1, 2, COMPLETED], [], 3),
+        (5, [0, 1, 2, COMPLETED, "result"], [], 3),
+        (6, [0, 1, 2, COMPLETED, "result"], [], 3),
+    ],
+)
+@pytest.mark.parametrize("how", ["break", "raise"])
+async def test_puller_leaving_after_each_item(
+    autojump_clock: Any,
+    leave_after: int,
+    pulled: list[Any],
+    emitted: list[Any],
+    elapsed: int,
+    how: str,
+) -> None:
+    error = ValueError("leaving")
+    emit = Recorder()
+    settler = RecordingSettler([])
+    got: list[Any] = []
+    start = trio.current_time()
+
+    async def pull() -> None:
+        async with PullStream(three_then_end(), emit, settler) as items:
+            if leave_after == 0:
+                if how == "raise":
+                    raise error
+                return
+            async for item in items:
+                got.append(item)
+                if len(got) == leave_after:
+                    if how == "raise":
+                        raise error
+                    break
+
+    raises = how == "raise" and leave_after < 6  # the last case drains the stream first
+    if raises:
+        with pytest.raises(ValueError, match="leaving") as info:
+            await pull()
+        assert info.value is error
+    else:
+        await pull()
+    assert got == pulled
+    assert emit.items == emitted
+    assert settler.failures == ([error] if raises else [])
+    # Leaving early never waits for the producer's timers.
+    assert trio.current_time() - start == elapsed
+    assert child_tasks() == []
