@@ -293,7 +293,11 @@ class Agent:
         exc: BaseException | None,
         tb: types.TracebackType | None,
     ) -> None:
-        """Cancel background tools still running; each records an interrupted result."""
+        """Cancel background tools still running; each records an interrupted result.
+
+        Like leaving any nursery, this waits until every task has finished: a tool that
+        shields itself from cancellation holds the block open until it returns.
+        """
         await self._supervisor.close(exc)
 
     # -- the run and its exactly-once end ---------------------------------------------------------

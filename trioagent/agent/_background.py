@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._concurrency import reraise_unwrapped
+from .._concurrency import is_cancellation, reraise_unwrapped, unwrap_group
 from ..event import HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
@@ -187,14 +187,19 @@ class Supervisor:
                 task_status.started()
                 try:
                     await body(sink)
-                except Exception as exc:
+                except BaseException as exc:
+                    failure, cancellations = _split_failure(exc)
+                    if failure is None:
+                        raise
                     final = ToolResponse(
                         id=handle.call_id,
                         state=ToolResultState.ERROR,
-                        content=[TextBlock(text=f"{type(exc).__name__}: {exc}")],
+                        content=[TextBlock(text=f"{type(failure).__name__}: {failure}")],
                     )
+                    if cancellations is not None:
+                        raise cancellations from None
         finally:
-            if handle._scope.cancelled_caught or final is None:
+            if final is None:
                 final = ToolResponse(
                     id=handle.call_id,
                     state=ToolResultState.INTERRUPTED,
@@ -202,12 +207,13 @@ class Supervisor:
                 )
             if handle._finish(final) and not handle.delivered:
                 self._pending.append(handle)
-                self._arrived.set()
+                # Wake every current waiter; later ones wait on a fresh event.
+                arrived, self._arrived = self._arrived, trio.Event()
+                arrived.set()
 
     async def wait_result(self) -> None:
         """Wait until a background result is waiting to be delivered to the model."""
         while not self._pending:
-            self._arrived = trio.Event()
             await self._arrived.wait()
 
     def take_results(self) -> list[BackgroundToolHandle]:
@@ -223,6 +229,27 @@ class Supervisor:
         self.handles.pop(handle.call_id, None)
         if handle in self._pending:
             self._pending.remove(handle)
+
+
+def _split_failure(
+    exc: BaseException,
+) -> tuple[Exception | None, BaseExceptionGroup[BaseException] | None]:
+    """(the tool's failure, the cancellations raised with it) -- ``(None, None)`` when ``exc``
+    is only a cancellation or holds anything else that must propagate (KeyboardInterrupt).
+
+    A cancelled tool whose cleanup fails raises a group of ``Cancelled`` and that error: the
+    error becomes the tool's result, the cancellations keep propagating.
+    """
+    if isinstance(exc, Exception):
+        return exc, None
+    if not isinstance(exc, BaseExceptionGroup):
+        return None, None
+    errors, rest = exc.split(Exception)
+    if errors is None or (rest is not None and not is_cancellation(rest)):
+        return None, None
+    failure = unwrap_group(errors)
+    assert isinstance(failure, Exception)  # split(Exception) keeps Exceptions only
+    return failure, rest
 
 
 def wants_background(tool: ToolBase) -> bool:
@@ -321,7 +348,12 @@ async def run_in_background(
 
 
 async def deliver_results(agent: Agent, emit: Sink) -> None:
-    """Append finished background results as hints to the reply (before a reasoning step)."""
+    """Append finished background results as hints to the reply (before a reasoning step).
+
+    Every hint is in the context before the first event is emitted, so a cancellation while
+    a consumer handles one event loses none of the others.
+    """
+    hints: list[HintBlock] = []
     for handle in agent._supervisor.take_results():
         assert handle.result is not None
         text = handle.result.text() if hasattr(handle.result, "text") else ""
@@ -336,6 +368,8 @@ async def deliver_results(agent: Agent, emit: Sink) -> None:
             source=f'{{"label": "tool_output", "sublabel": "{handle.tool_name} · {handle.call_id}"}}',
         )
         agent.state.append_context(agent.name, [hint])
+        hints.append(hint)
+    for hint in hints:
         await emit(
             HintBlockEvent(
                 reply_id=agent.state.reply_id, block_id=hint.id, source=hint.source, hint=hint.hint

@@ -150,7 +150,7 @@ class ToolBase:
         if is_background is not None:
             self.is_background = is_background
         if background_after is not None:
-            if background_after <= 0:
+            if not background_after > 0:  # also NaN
                 raise ValueError("background_after must be a positive number of seconds")
             self.background_after = background_after
 
