@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,8 @@ __all__ = [
 ]
 
 Supervisor = _background.Supervisor
+
+logger = logging.getLogger("trioagent.agent")
 
 INTERRUPTED_TEXT = (
     "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
@@ -488,8 +491,8 @@ async def check_incoming_event(
     Everything is validated before anything changes, so a bad event leaves the reply parked.
 
     Raises:
-        ValueError: an event while nothing is parked, no event while calls are waiting, or ids
-            that are not waiting.
+        ValueError: an event while nothing is parked, no event while calls are waiting, ids
+            that are not waiting, or two external results for one call.
         jsonschema.ValidationError: an external result whose metadata fails the tool's
             ``metadata_schema``.
     """
@@ -522,6 +525,11 @@ async def check_incoming_event(
         unknown = [r.id for r in event.execution_results if r.id not in submitted]
         if unknown:
             raise ValueError(f"Tool call(s) {unknown} are not awaiting an external result.")
+        ids = [r.id for r in event.execution_results]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            # Every call gets exactly one result (DESIGN.md §4 rule 6).
+            raise ValueError(f"Tool call(s) {repeated} have more than one result in the event.")
         for result in event.execution_results:
             tool = agent.toolkit.get_tool(submitted[result.id].name)
             if tool is not None:
@@ -566,6 +574,35 @@ async def handle_incoming_event(
         for item in output_events(reply_id, call.id, result.output):
             await emit(item)
         await write_result(agent, call, emit, writer, copy.deepcopy(result))
+
+
+def close_calls_left_by_a_snapshot(agent: Agent) -> None:
+    """Answer calls that a state saved mid-reply (a per-event checkpoint) left without a result.
+
+    Their reply never ended in this state, so no interrupted result was written: a new reply
+    on the restored state writes one for each (silently -- that reply has no consumer any
+    more), so no request carries a call without its result (DESIGN.md §4 rule 6).
+    """
+    calls = agent.state.get_unfinished_tool_calls(agent.name)
+    if not calls:
+        return
+    from .._ids import generate_timestamp
+
+    logger.warning(
+        "closing %d tool call(s) of reply %s that never ended (a state saved mid-reply)",
+        len(calls),
+        agent.state.reply_id,
+    )
+    writer = ResultWriter(agent)
+    for call in calls:
+        result = ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=INTERRUPTED_TEXT,
+            state=ToolResultState.INTERRUPTED,
+            finished_at=generate_timestamp(),
+        )
+        writer.write(call, result)
 
 
 async def close_unfinished_tool_calls(

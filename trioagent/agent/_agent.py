@@ -269,9 +269,21 @@ class Agent:
         return self._supervisor.start_soon(fn, *args)
 
     async def observe(self, msgs: Msg | Sequence[Msg] | None) -> None:
-        """Append messages to the context without replying (validated deep copies)."""
+        """Append messages to the context without replying (validated deep copies).
+
+        Raises:
+            ValueError: the agent is parked (calls await a confirmation or an external
+                result): a message appended now would orphan them, as ``reply(new Msg)`` would
+                (reference/agent.md §5.3).  Resume or abort the reply first.
+        """
         if msgs is None:
             return
+        if self.state.has_awaiting_tool_calls(self.name):
+            raise ValueError(
+                "Agent is parked: tool calls await a confirmation or an external result. "
+                "Resume it (UserConfirmResultEvent / ExternalExecutionResultEvent) or abort it "
+                "(UserInterruptEvent) before observing new messages."
+            )
         self._handle_incoming_messages([msgs] if isinstance(msgs, Msg) else list(msgs))
 
     async def compress_context(
@@ -452,6 +464,7 @@ class Agent:
             run.reply_id = self.state.reply_id
             await _acting.handle_incoming_event(self, event, emit)
         else:
+            _acting.close_calls_left_by_a_snapshot(self)
             self._handle_incoming_messages(msgs)
             self.state.reply_context = ReplyContext(structured_schema=schema)
             run.reply_id = self.state.reply_id
