@@ -15,7 +15,14 @@ from typing import Any, NoReturn, Protocol
 
 import trio
 
-__all__ = ["EndSettler", "PullStream", "is_cancellation", "reraise_unwrapped", "unwrap_group"]
+__all__ = [
+    "EndSettler",
+    "PullStream",
+    "is_cancellation",
+    "raise_as_is",
+    "reraise_unwrapped",
+    "unwrap_group",
+]
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -47,13 +54,17 @@ def unwrap_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def reraise_unwrapped(group: BaseExceptionGroup[BaseException]) -> NoReturn:
     """Raise :func:`unwrap_group` of ``group`` (from its ``except`` block) as if it had never
     been in a group: its own ``__cause__`` and ``__context__`` kept, not the group's."""
-    exc = unwrap_group(group)
+    raise_as_is(unwrap_group(group))
+
+
+def raise_as_is(exc: BaseException) -> NoReturn:
+    """Raise ``exc`` from inside an ``except`` block without chaining the exception being
+    handled to it: its own ``__cause__`` and ``__context__`` are kept (and no cycle forms when
+    the handled exception holds or wraps ``exc``)."""
     cause, context, suppress = exc.__cause__, exc.__context__, exc.__suppress_context__
     try:
         raise exc
     finally:
-        # ``raise`` inside the except block chained the group as context: undo that (it also
-        # breaks the cycle group -> exc -> group).
         exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
         del exc
 

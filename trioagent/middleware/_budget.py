@@ -46,8 +46,8 @@ def _number(value: float) -> float | int:
 
 
 def _check_non_negative(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")  # NaN too
     return value
 
 

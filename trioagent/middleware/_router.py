@@ -187,7 +187,7 @@ class ModelRouterMiddleware(MiddlewareBase):
                 self.timeout,
             )
             return None
-        if name not in self.candidates:
+        if not isinstance(name, str) or name not in self.candidates:
             logger.warning(
                 "ModelRouterMiddleware: the router picked %r, which is not a candidate %s; "
                 "using the agent's own model",

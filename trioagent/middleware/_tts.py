@@ -38,6 +38,7 @@ from typing import Any
 
 import trio
 
+from .._concurrency import raise_as_is
 from .._ids import generate_id
 from ..event import (
     CustomEvent,
@@ -154,7 +155,9 @@ class _Speaker:
             await work
         except Exception as exc:  # a speech failure must not fail the reply; Cancelled passes
             if self.emit_error is not None and _involves(exc, self.emit_error):
-                raise  # an outer layer failed on our audio event: not the speech model's fault
+                # An outer layer failed on our audio event: not the speech model's fault.
+                # Raised as the outer layer raised it, even when the model wrapped it.
+                raise_as_is(exc if isinstance(exc, BaseExceptionGroup) else self.emit_error)
             self.failed = True
             logger.warning(
                 "TTSMiddleware: speech synthesis failed, continuing without audio: %s", exc
@@ -224,10 +227,16 @@ class _Speaker:
         self.block_id = None
 
 
-def _involves(exc: BaseException, target: BaseException) -> bool:
-    """Whether ``exc`` is ``target`` or a group holding it."""
+def _involves(exc: BaseException, target: BaseException, seen: set[int] | None = None) -> bool:
+    """Whether ``exc`` is ``target``, a group holding it, or raised from it (a speech model
+    wrapping the failure of an outer layer: ``raise TTSError(...) from exc``)."""
+    seen = set() if seen is None else seen
     if exc is target:
         return True
+    if id(exc) in seen:
+        return False
+    seen.add(id(exc))
+    linked = [exc.__cause__, exc.__context__]
     if isinstance(exc, BaseExceptionGroup):
-        return any(_involves(e, target) for e in exc.exceptions)
-    return False
+        linked.extend(exc.exceptions)
+    return any(e is not None and _involves(e, target, seen) for e in linked)
