@@ -190,6 +190,8 @@ class RecordedRequest:
     def last_user_text(self) -> str:
         """The text of the last ``user`` message (parts joined by spaces)."""
         messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
+        if not isinstance(messages, list):
+            return ""
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "user":
                 content = message.get("content")
@@ -197,7 +199,9 @@ class RecordedRequest:
                     return content
                 if isinstance(content, list):
                     return " ".join(
-                        str(p.get("text", "")) for p in content if p.get("type") == "text"
+                        str(p.get("text", ""))
+                        for p in content
+                        if isinstance(p, dict) and p.get("type") == "text"
                     )
         return ""
 
@@ -317,7 +321,9 @@ class OpenAICompatibleServer:
         except* (_ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
             record.closed_by_client = True
         except* (_Abort, h11.ProtocolError):
-            pass
+            # A client closing in the middle of its request is a protocol error for h11 too.
+            _, eof = conn.trailing_data
+            record.closed_by_client = record.closed_by_client or eof
         finally:
             # Shielded so the socket is closed even when the server is being cancelled;
             # deadline: _CLOSE_GRACE seconds.
@@ -423,13 +429,12 @@ class OpenAICompatibleServer:
         if not self._authorized(request):
             await self._send_error(stream, conn, _UNAUTHORIZED)
             return
-        if not isinstance(request.body, dict) or "messages" not in request.body:
+        problem = _request_problem(request.body)
+        if problem is not None:
             await self._send_error(
                 stream,
                 conn,
-                ScriptedError(
-                    status=400, message="The body must be a JSON object with 'messages'."
-                ),
+                ScriptedError(status=400, message=problem, type="invalid_request_error"),
             )
             return
         entry = await self._next_entry(request)
@@ -620,7 +625,8 @@ def _finish_reason(reply: ScriptedReply) -> str:
 def _stream_chunks(
     request: RecordedRequest, reply: ScriptedReply, default_model: str
 ) -> list[dict[str, Any]]:
-    include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+    options = request.body.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     base = {
         "id": reply.id,
         "object": "chat.completion.chunk",
@@ -710,3 +716,16 @@ async def serve_openai_compatible(
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._handle, listeners)
         task_status.started(server)
+
+
+def _request_problem(body: Any) -> str | None:
+    """Why a chat-completions body is malformed (answered with HTTP 400), or ``None``."""
+    if not isinstance(body, dict) or "messages" not in body:
+        return "The body must be a JSON object with 'messages'."
+    messages = body["messages"]
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return "'messages' must be a list of objects."
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        return "'stream_options' must be an object."
+    return None

@@ -147,6 +147,13 @@ async def cancel_sweep(
 
     Returns:
         A :class:`SweepReport`; raises :class:`SweepViolation` on the first broken rule.
+
+    Two limits to know.  Trio randomises the order of runnable tasks, so the same reply can
+    take a schedule point more or less from one run to the next: the points swept are those
+    of the uncancelled baseline run, and a run that ends before its point reports
+    ``fired=False`` (sweep more than once, or in both modes, for more coverage).  Rule 7
+    ("no task outlives the reply") looks at the nurseries of the task calling the sweep (such
+    as pytest-trio's ``nursery`` fixture), not at nurseries nested inside their tasks.
     """
     mode = CancelMode(mode)
     options = {"supervised": supervised, "structured_schema": structured_schema}
@@ -264,6 +271,9 @@ def _check_run(run: SweepRun, mode: CancelMode) -> None:
         raise SweepViolation(f"({where}) the reply raised {run.error!r}") from run.error
     if mode is CancelMode.INTERRUPT and run.propagated_cancel:
         raise SweepViolation(f"({where}) agent.interrupt() let trio.Cancelled escape the reply")
+    if not run.events and not run.fired:
+        # No cancellation explains it: a layer returned without running the reply.
+        raise SweepViolation(f"rule 1 ({where}): the reply ended without a single event")
     check_reply_rules(run.agent.state, run.agent.name, run.events, where=where)
     if (
         run.fired
