@@ -42,6 +42,7 @@ from trioagent.model._http import (
     aclose_response,
     bearer_headers,
     error_from_payload,
+    error_from_redirect,
     error_from_response,
     error_from_transport,
     incomplete_stream_error,
@@ -250,6 +251,21 @@ def test_error_from_response_redacts_a_key_cut_by_the_truncation() -> None:
     assert KEY[:10] not in exc.message
 
 
+def test_error_from_response_redacts_the_code() -> None:
+    exc = error_from_response(400, httpx.Headers(), error_body("bad", f"key_{KEY}"), redact=REDACT)
+
+    assert exc.code == "key_***"
+    assert KEY not in str(exc)
+
+
+def test_error_object_in_a_2xx_response_is_an_upstream_error_not_retried() -> None:
+    exc = error_from_response(200, httpx.Headers(), error_body("quota", "insufficient_quota"))
+
+    assert type(exc) is ModelUpstreamError
+    assert (exc.status_code, exc.message, exc.code) == (200, "quota", "insufficient_quota")
+    assert not exc.retryable
+
+
 # -- error_from_payload ------------------------------------------------------------------------
 
 
@@ -281,6 +297,12 @@ def test_error_from_payload_redacts() -> None:
     exc = error_from_payload({"error": {"message": f"key {KEY} revoked"}}, redact=REDACT)
 
     assert exc.message == "key *** revoked"
+
+
+def test_error_from_payload_redacts_the_code() -> None:
+    exc = error_from_payload({"error": {"message": "m", "code": f"bad_{KEY}"}}, redact=REDACT)
+
+    assert exc.code == "bad_***"
 
 
 # -- error_from_transport ----------------------------------------------------------------------
@@ -392,12 +414,32 @@ def test_parse_event() -> None:
     ("data", "match"),
     [
         ("{not json", r"unparseable line in the stream of 'gpt-x': '\{not json'"),
-        ("[1, 2]", r"unexpected line in the stream: '\[1, 2\]'"),
+        ("[1, 2]", r"unexpected line in the stream of 'gpt-x': '\[1, 2\]'"),
     ],
 )
 def test_parse_event_rejects(data: str, match: str) -> None:
     with pytest.raises(ModelStreamError, match=match):
         parse_event(data, model="gpt-x", unit="line")
+
+
+@pytest.mark.parametrize(
+    ("data", "wording"),
+    [(f"{{not json {KEY}", "unparseable"), (f'["{KEY}"]', "unexpected")],
+)
+def test_parse_event_redacts_the_quoted_data(data: str, wording: str) -> None:
+    with pytest.raises(ModelStreamError, match=wording) as info:
+        parse_event(data, model="gpt-x", unit="chunk", redact=REDACT)
+
+    assert KEY not in str(info.value)
+    assert "***" in info.value.message
+
+
+def test_parse_event_redacts_before_it_cuts() -> None:
+    """A key spanning the 200-character cut must not leak its first half."""
+    with pytest.raises(ModelStreamError) as info:
+        parse_event("{" + "x" * 190 + KEY, model="gpt-x", unit="chunk", redact=REDACT)
+
+    assert KEY[:8] not in info.value.message
 
 
 def test_response_json_returns_the_object() -> None:
@@ -426,6 +468,20 @@ def test_response_json_rejects(
 
     assert type(info.value) is ModelUpstreamError
     assert info.value.retryable is (True if retryable is None else retryable)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(200, text="<p>" + "x" * 190 + KEY + "</p>"),  # the key spans the cut
+        httpx.Response(200, json=[f"key {KEY}"]),
+    ],
+)
+def test_response_json_redacts_the_quoted_body(response: httpx.Response) -> None:
+    with pytest.raises(ModelUpstreamError) as info:
+        response_json(response, model="gpt-x", redact=REDACT)
+
+    assert KEY[:8] not in info.value.message
 
 
 def test_response_json_truncates_the_body_in_the_message() -> None:
@@ -784,6 +840,181 @@ async def test_send_request_connection_refused(client: httpx.AsyncClient) -> Non
     assert isinstance(exc.__cause__, httpx.ConnectError)
 
 
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_send_request_never_follows_a_redirect(
+    nursery: trio.Nursery, status: int, stream: bool
+) -> None:
+    """Not even with a client made to follow redirects: the POST and its key would go
+    elsewhere.  The error names the target without its credentials or query string."""
+    base = await start_raw_server(
+        nursery,
+        f"HTTP/1.1 {status} Moved\r\nLocation: https://user:{KEY}@api.example.test/v1/chat?"
+        f"key={KEY}\r\nContent-Length: 0\r\n\r\n".encode(),
+    )
+    async with httpx.AsyncClient(timeout=5, follow_redirects=True) as client:
+        request = client.build_request("POST", f"{base}/v1/chat", json={})
+        with pytest.raises(ModelInvalidRequestError) as info:
+            await send_request(client, request, stream=stream, redact=REDACT)
+        assert pooled(client) == []
+
+    exc = info.value
+    assert (exc.status_code, exc.retryable) == (status, False)
+    assert exc.message == (
+        f"{base}/v1/chat redirects to https://api.example.test/v1/chat "
+        "(redirects are not followed: use https:// in the base URL)"
+    )
+    assert KEY not in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("location", "target"),
+    [
+        ("/v2/chat", "{base}/v2/chat"),  # relative: resolved against the request URL
+        (None, "no Location header"),
+    ],
+)
+async def test_send_request_redirect_target_variants(
+    nursery: trio.Nursery, client: httpx.AsyncClient, location: str | None, target: str
+) -> None:
+    header = f"Location: {location}\r\n" if location is not None else ""
+    base = await start_raw_server(
+        nursery, f"HTTP/1.1 302 Found\r\n{header}Content-Length: 0\r\n\r\n".encode()
+    )
+
+    with pytest.raises(ModelInvalidRequestError) as info:
+        await send_request(client, client.build_request("GET", f"{base}/v1/chat"), stream=True)
+
+    assert info.value.message == (
+        f"{base}/v1/chat redirects to {target.format(base=base)} "
+        "(redirects are not followed: use the final address as the base URL)"
+    )
+
+
+def test_error_from_redirect_quotes_a_location_that_is_no_url() -> None:
+    """(httpx itself rejects such a response before ``send_request`` sees it.)"""
+    headers = httpx.Headers({"Location": f"http://[::1/{KEY}"})
+
+    exc = error_from_redirect(302, httpx.URL("http://h/v1"), headers, redact=REDACT)
+
+    assert exc.message == (
+        "http://h/v1 redirects to 'http://[::1/***' "
+        "(redirects are not followed: use the final address as the base URL)"
+    )
+
+
+def json_route(server: OpenAICompatibleServer, payload: Any) -> httpx.URL:
+    """Answer ``POST /v1/json`` with ``payload`` as ``application/json`` (status 200)."""
+    server.add_route("POST", "/v1/json", lambda r: ScriptedResponse.json(payload))
+    return httpx.URL(f"{server.base_url}/json")
+
+
+async def test_stream_sse_json_error_object_raises_the_mapped_error(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    url = json_route(server, {"error": {"message": f"quota of {KEY}", "code": "quota"}})
+
+    async def handle(event: ServerSentEvent) -> bool:
+        raise AssertionError("no event expected")
+
+    with pytest.raises(ModelUpstreamError) as info:
+        await stream_sse(client, client.build_request("POST", url), handle, redact=REDACT)
+
+    exc = info.value
+    assert (exc.status_code, exc.message, exc.code, exc.retryable) == (
+        200,
+        "quota of ***",
+        "quota",
+        False,
+    )
+    assert [c.is_idle() for c in pooled(client)] == [True]  # read whole: reusable
+
+
+async def test_stream_sse_other_json_goes_to_json_body(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    url = json_route(server, {"id": "x", "answer": 42})
+    seen: list[dict[str, Any]] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        raise AssertionError("no event expected")
+
+    async def json_body(payload: dict[str, Any]) -> bool:
+        seen.append(payload)
+        return True
+
+    assert await stream_sse(client, client.build_request("POST", url), handle, json_body=json_body)
+    assert seen == [{"id": "x", "answer": 42}]
+
+
+@pytest.mark.parametrize("understood", [False, None])
+async def test_stream_sse_json_nobody_understands_is_a_stream_error(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient, understood: bool | None
+) -> None:
+    url = json_route(server, {"status": "queued", "token": KEY})
+
+    async def handle(event: ServerSentEvent) -> bool:
+        raise AssertionError("no event expected")
+
+    async def json_body(payload: dict[str, Any]) -> bool:
+        return False
+
+    with pytest.raises(ModelStreamError) as info:
+        await stream_sse(
+            client,
+            client.build_request("POST", url),
+            handle,
+            redact=REDACT,
+            json_body=json_body if understood is False else None,
+        )
+
+    exc = info.value
+    assert exc.message.startswith(
+        f"{url} answered a streaming request with JSON, not an event stream: "
+    )
+    assert "queued" in exc.message
+    assert KEY not in exc.message
+    assert (exc.status_code, exc.retryable) == (200, False)
+
+
+async def test_stream_sse_json_in_pieces_labelled_as_an_event_stream_is_json(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    """The body decides, not the ``Content-Type``; blank lines may come first."""
+    pieces = [b"\r\n", b"  ", b'{"error": {"mess', b'age": "overloaded", "code": "busy"}}']
+    server.add_route(
+        "POST", "/v1/odd", lambda r: ScriptedResponse(body=pieces, media_type="text/event-stream")
+    )
+
+    async def handle(event: ServerSentEvent) -> bool:
+        raise AssertionError("no event expected")
+
+    request = client.build_request("POST", f"{server.base_url}/odd")
+    with pytest.raises(ModelUpstreamError) as info:
+        await stream_sse(client, request, handle)
+
+    assert (info.value.message, info.value.code) == ("overloaded", "busy")
+
+
+async def test_stream_sse_event_stream_labelled_as_json_is_still_streamed(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+) -> None:
+    pieces = ["\ufeff\n".encode(), b'data: {"n": 1}\n\n', b"data: [DONE]\n\n"]
+    server.add_route(
+        "POST", "/v1/odd", lambda r: ScriptedResponse(body=pieces, media_type="application/json")
+    )
+    seen: list[str] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        seen.append(event.data)
+        return event.data == "[DONE]"
+
+    request = client.build_request("POST", f"{server.base_url}/odd")
+    assert await stream_sse(client, request, handle)
+
+    assert seen == ['{"n": 1}', "[DONE]"]
+
+
 # -- read_decoded, read_sse, stream_sse --------------------------------------------------------
 
 
@@ -841,7 +1072,7 @@ def lines_route(server: OpenAICompatibleServer) -> Callable[[list[bytes]], str]:
     return serve
 
 
-async def test_read_decoded_stops_handling_at_the_terminator_and_drains_the_rest(
+async def test_read_decoded_stops_handling_at_the_terminator_and_reads_the_rest(
     server: OpenAICompatibleServer,
     client: httpx.AsyncClient,
     lines_route: Callable[[list[bytes]], str],

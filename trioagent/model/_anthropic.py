@@ -602,7 +602,7 @@ class AnthropicChatModel(ChatModelBase):
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)
 
         async def handle(event: ServerSentEvent) -> bool:
-            payload = parse_event(event.data, model=self.model, unit="event")
+            payload = parse_event(event.data, model=self.model, unit="event", redact=self._redact)
             for chunk in parser.feed(payload, event.event):
                 await send.send(chunk)
             return parser.done
@@ -620,7 +620,7 @@ class AnthropicChatModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)
         response = await send_request(self.http_client, request, stream=False, redact=self._redact)
-        payload = response_json(response, model=self.model)
+        payload = response_json(response, model=self.model, redact=self._redact)
         if payload.get("type") == "error":
             raise stream_error(payload, redact=self._redact)
         return parser.parse_message(payload)

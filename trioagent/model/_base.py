@@ -95,6 +95,9 @@ _CALL_KWARGS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
 
 #: Chunks the provider's reader may parse ahead of the accumulator (bounded backpressure).
 _STREAM_BUFFER = 64
+#: The largest backoff exponent used: ``2.0**1024`` overflows a float, and any realistic
+#: ``retry_delay`` times ``2**1000`` is far past any ``max_retry_delay`` anyway.
+_MAX_BACKOFF_EXPONENT = 1000
 
 
 class ChatModelOptions(TypedDict, total=False):
@@ -200,6 +203,10 @@ class _Call:
     emit: Emit | None
     acc: StreamAccumulator = attrs.Factory(StreamAccumulator)
     final: ChatResponse | None = None
+    #: When the total ``timeout`` fires (trio time), if the model has one.
+    deadline: float | None = None
+    #: The last retryable provider error, being retried (named by a total-timeout error).
+    retrying: ModelError | None = None
 
     async def absorb(self, chunk: ChatResponse) -> None:
         """Accumulate one chunk from the provider; pass non-empty deltas to ``emit``."""
@@ -235,7 +242,9 @@ class ChatModelBase(HTTPClientOwner):
             given.  Without one the model creates its own on first use; :meth:`aclose` (or
             ``async with model:``) closes it.
         timeout: total deadline of one call in seconds, retries included
-            (:class:`~trioagent.exception.ModelTimeoutError` when exceeded); ``None`` = none.
+            (:class:`~trioagent.exception.ModelTimeoutError` when exceeded, naming the provider
+            error being retried, if any); ``None`` = none.  A ``Retry-After`` that would end
+            past it is not waited for: the provider's error is raised at once.
         read_timeout: httpx's per-read inactivity timeout for a client the model creates.
         connect_timeout: httpx's connect timeout for a client the model creates.
         interrupt_grace: how long the INTERRUPTED partial response may take to be emitted
@@ -346,6 +355,20 @@ class ChatModelBase(HTTPClientOwner):
             return self.credential.redact(text)
         return text
 
+    def _redact_error(self, exc: ModelError) -> None:
+        """Redact a provider error's message and code in place, before it is logged or raised.
+
+        Providers redact the provider text they quote; this is the safety net for any that
+        does not (the call is the one place every provider error passes through, and its
+        message reaches logs and ``ReplyEndEvent.error``).
+        """
+        if self.credential is None:
+            return
+        exc.message = self._redact(exc.message)
+        if exc.code:
+            exc.code = self._redact(exc.code)
+        exc.args = tuple(self._redact(a) if isinstance(a, str) else a for a in exc.args)
+
     # -- the call ----------------------------------------------------------------------------
 
     async def __call__(
@@ -390,18 +413,26 @@ class ChatModelBase(HTTPClientOwner):
             await call.emit(partial)
 
     async def _run_call(self, call: _Call) -> ChatResponse:
-        """The retry loop inside the total deadline (no INTERRUPTED handling)."""
+        """The retry loop inside the total deadline (no INTERRUPTED handling).
+
+        A timeout that fires while a provider error is being retried (during the backoff, or
+        the retried attempt) names that error and has it as ``__cause__``: "timed out" alone
+        would hide why the call needed retries.
+        """
         if self.timeout is None:
             return await self._call_with_retries(call)
+        call.deadline = trio.current_time() + self.timeout
         try:
-            with trio.fail_after(self.timeout):
+            with trio.fail_at(call.deadline):
                 return await self._call_with_retries(call)
         except trio.TooSlowError:
-            raise ModelTimeoutError(
+            message = (
                 f"model call to {self.model!r} did not finish within its total timeout of "
-                f"{self.timeout}s",
-                retryable=False,
-            ) from None
+                f"{self.timeout}s"
+            )
+            if call.retrying is not None:
+                message += f" while retrying after the provider error: {call.retrying}"
+            raise ModelTimeoutError(message, retryable=False) from call.retrying
 
     async def _call_with_retries(self, call: _Call) -> ChatResponse:
         attempt = 0
@@ -415,9 +446,26 @@ class ChatModelBase(HTTPClientOwner):
                 response.is_last = True
                 return response
             except ModelError as exc:
+                self._redact_error(exc)
                 if not exc.retryable or attempt >= self.max_retries or call.acc.has_content:
                     raise
                 delay = self._retry_delay_for(attempt, exc)
+                if (
+                    exc.retry_after is not None
+                    and call.deadline is not None
+                    and trio.current_time() + delay >= call.deadline
+                ):
+                    # The provider asked to wait past the total deadline: a retry could only
+                    # time out, so its own error is the more useful answer, and now.
+                    logger.info(
+                        "model %r failed: %s; not retried: Retry-After %.2fs is past the "
+                        "total timeout",
+                        self.model,
+                        exc,
+                        delay,
+                    )
+                    raise
+                call.retrying = exc
                 logger.warning(
                     "model %r failed: %s; retry %d of %d in %.2fs",
                     self.model,
@@ -430,10 +478,14 @@ class ChatModelBase(HTTPClientOwner):
             await trio.sleep(delay)  # a plain checkpoint: cancelling the call interrupts it
 
     def _retry_delay_for(self, attempt: int, exc: ModelError) -> float:
-        """Capped exponential backoff with jitter, or the provider's ``Retry-After``."""
+        """Capped exponential backoff with jitter, or the provider's ``Retry-After``.
+
+        The exponent is bounded before the power is taken (``2.0**1024`` raises
+        ``OverflowError``); a product that overflows to ``inf`` is then capped.
+        """
         if exc.retry_after is not None:
             return max(0.0, min(exc.retry_after, self.max_retry_delay))
-        base = self.retry_delay * 2.0**attempt
+        base = self.retry_delay * 2.0 ** min(attempt, _MAX_BACKOFF_EXPONENT)
         return min(self.max_retry_delay, base * random.uniform(1.0, 1.25))
 
     async def _stream_once(self, call: _Call) -> ChatResponse:

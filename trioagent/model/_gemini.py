@@ -564,7 +564,7 @@ class GeminiChatModel(ChatModelBase):
             raise incomplete_stream_error(self.model, "a finishReason")
 
     def _decode(self, data: str) -> dict[str, Any]:
-        payload = parse_event(data, model=self.model, unit="chunk")
+        payload = parse_event(data, model=self.model, unit="chunk", redact=self._redact)
         if isinstance(error := payload.get("error"), dict):
             code = error.get("code")
             status = code if isinstance(code, int) and code >= 400 else 500

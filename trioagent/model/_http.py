@@ -2,14 +2,17 @@
 
 * :func:`send_request` sends a request (streaming or not) and turns transport failures and
   HTTP error statuses into typed :class:`~trioagent.exception.ModelError` subclasses, with the
-  provider's message and code parsed from the JSON error body and ``Retry-After`` honoured.
+  provider's message and code parsed from the JSON error body and ``Retry-After`` honoured;
+  a redirect is never followed (:func:`error_from_redirect`).
 * :func:`read_sse` feeds ``response.aiter_text()`` (under ``contextlib.aclosing``) to an
   :class:`~trioagent.model._sse.SSEDecoder` and hands each event to a callback
-  (:func:`read_decoded` does it for any incremental decoder); :func:`stream_sse` sends a
-  streaming request and reads it so, closing the response in every case.
+  (:func:`read_decoded` does it for any incremental decoder), returning soon after the
+  terminator; :func:`stream_sse` sends a streaming request and reads it so (or reads the
+  JSON body a provider sent instead), closing the response in every case.
 * :func:`bearer_headers`, :func:`parse_event`, :func:`response_json` and
   :func:`incomplete_stream_error`: the request headers and the body checks the providers
-  share.
+  share.  Provider text quoted in an error message goes through the model's credential
+  redaction (the ``redact`` arguments, :func:`excerpt`): error messages reach logs and events.
 * :func:`aclose_response` closes a response in a shielded, bounded scope, so a cancelled
   stream's connection is closed — never returned to the pool half-read.
 """
@@ -17,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import email.utils
 import json
 import time
@@ -42,12 +46,15 @@ from ._sse import ServerSentEvent, SSEDecoder
 
 __all__ = [
     "CLOSE_GRACE",
+    "DRAIN_GRACE",
     "ErrorMapper",
     "aclose_response",
     "bearer_headers",
     "error_from_payload",
+    "error_from_redirect",
     "error_from_response",
     "error_from_transport",
+    "excerpt",
     "incomplete_stream_error",
     "parse_event",
     "parse_retry_after",
@@ -60,6 +67,9 @@ __all__ = [
 
 #: Seconds a shielded response close may take (a plain TCP close is immediate).
 CLOSE_GRACE = 5.0
+#: Seconds a body may take to end after its terminator (``data: [DONE]``) before the call
+#: returns without it, dropping the connection instead of pooling it.
+DRAIN_GRACE = 0.25
 
 _Redact = Callable[[str], str]
 _T = TypeVar("_T")
@@ -78,7 +88,8 @@ class ErrorMapper(Protocol):
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date,
+    in any of the three formats HTTP allows: IMF-fixdate, RFC 850, asctime — all GMT)."""
     if (ms := headers.get("retry-after-ms")) is not None:
         with contextlib.suppress(ValueError):
             return max(0.0, float(ms) / 1000)
@@ -93,6 +104,10 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        # An asctime date (or a "-0000" zone) parses naive; HTTP dates are always GMT
+        # (RFC 9110 §5.6.7), so a naive one must not be read as local time.
+        when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, when.timestamp() - time.time())
 
 
@@ -114,17 +129,29 @@ def _error_fields(body: Any) -> tuple[str | None, str | None]:
 
 
 def error_from_payload(payload: Any, *, redact: _Redact = _identity) -> ModelUpstreamError:
-    """A ``{"error": ...}`` object received inside a stream (not retryable, as upstream SDKs)."""
+    """A ``{"error": ...}`` object received inside a stream (not retryable, as upstream SDKs).
+
+    Its message and code are the provider's text: both are redacted.
+    """
     message, code = _error_fields(payload)
     return ModelUpstreamError(
-        redact(message or f"error event in the stream: {payload!r}"), code=code, retryable=False
+        redact(message or f"error event in the stream: {payload!r}"),
+        code=redact(code) if code else None,
+        retryable=False,
     )
 
 
 def error_from_response(
     status: int, headers: httpx.Headers, body: bytes, *, redact: _Redact = _identity
 ) -> ModelError:
-    """The typed error for an HTTP error response."""
+    """The typed error for an HTTP error response.
+
+    The provider's message and code are redacted (a provider may echo the key in either).
+    An error object in a 2xx response (a provider failing a request with status 200, or a
+    JSON error where an event stream was asked for) is a
+    :class:`~trioagent.exception.ModelUpstreamError` that is not retried, as an error event
+    inside a stream.
+    """
     try:
         parsed: Any = json.loads(body) if body else None
     except ValueError:
@@ -136,7 +163,9 @@ def error_from_response(
         message = text[:500] if text else httpx.codes.get_reason_phrase(status) or "error"
     message = redact(message)
     retry_after = parse_retry_after(headers)
-    kwargs: dict[str, Any] = {"status_code": status, "code": code}
+    kwargs: dict[str, Any] = {"status_code": status, "code": redact(code) if code else None}
+    if status < 300:
+        return ModelUpstreamError(message, retryable=False, **kwargs)
     if status == 401:
         return ModelAuthenticationError(message, **kwargs)
     if status == 403:
@@ -148,6 +177,35 @@ def error_from_response(
     if status == 409 or status >= 500:
         return ModelUpstreamError(message, retry_after=retry_after, **kwargs)
     return ModelInvalidRequestError(message, **kwargs)
+
+
+def error_from_redirect(
+    status: int, url: httpx.URL, headers: httpx.Headers, *, redact: _Redact = _identity
+) -> ModelInvalidRequestError:
+    """The error for a 3xx answer: redirects are never followed.
+
+    Following one would re-send the request (and its key) to another address, and an
+    ``http://`` to ``https://`` redirect of a POST may turn it into a GET.  A redirect almost
+    always means the base URL is wrong, so the error names the target (without credentials or
+    query string, redacted) and asks to fix the base URL; it is not retryable: every retry
+    would be redirected the same way.
+    """
+    location = headers.get("location")
+    if location is None:
+        target = "no Location header"
+    else:
+        try:
+            target = redact(_safe_url(url.join(location)))
+        except (httpx.InvalidURL, ValueError):
+            target = repr(redact(location)[:200])
+    hint = "use the final address as the base URL"
+    if location is not None and url.scheme == "http" and target.startswith("https://"):
+        hint = "use https:// in the base URL"
+    return ModelInvalidRequestError(
+        f"{_safe_url(url)} redirects to {target} (redirects are not followed: {hint})",
+        status_code=status,
+        retryable=False,
+    )
 
 
 def error_from_transport(
@@ -300,7 +358,8 @@ async def send_request(
     With ``stream=True`` the body is left unread: the caller must finish with
     :func:`aclose_response`.  An error response's body is read (for the provider's message)
     and the response closed; ``error`` maps it to the exception raised (a provider with its
-    own error bodies passes its mapping).
+    own error bodies passes its mapping).  A 3xx is never followed, even by a client made
+    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.
     """
     url = _safe_url(request.url)
     if isinstance(request.stream, httpx.ByteStream):
@@ -308,10 +367,10 @@ async def send_request(
     try:
         # Always streamed: the body is read here, so a failure while reading it is told apart
         # from one before the response (which is always safe to retry).
-        response = await client.send(request, stream=True)
+        response = await client.send(request, stream=True, follow_redirects=False)
     except httpx.TransportError as exc:
         raise error_from_transport(exc, phase="request", url=url) from exc
-    if response.status_code < 400:
+    if response.status_code < 300:
         if not stream:
             try:
                 await response.aread()
@@ -326,6 +385,10 @@ async def send_request(
         body = b""
     finally:
         await aclose_response(response)
+    if response.status_code < 400:
+        raise error_from_redirect(
+            response.status_code, request.url, response.headers, redact=redact
+        )
     raise error(response.status_code, response.headers, body, redact=redact)
 
 
@@ -346,6 +409,22 @@ async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[str, No
                 pass
 
 
+async def _drain_rest(pieces: AsyncGenerator[str, None]) -> None:
+    """Read what is left of a body after its terminator, waiting at most ``DRAIN_GRACE``.
+
+    Nothing after the terminator is needed, and a server may send the terminator and never
+    end the body: waiting for the end would hold a finished call until the read timeout (or
+    forever).  What is already buffered is read at once; the end of the body, which usually
+    follows the terminator in the next read, gets ``DRAIN_GRACE`` seconds.  A body that ends
+    in time leaves the connection reusable; one that does not is left unfinished, so the
+    caller's close makes httpcore drop the connection instead of pooling it.  A body cut
+    after the terminator is no error either.
+    """
+    with trio.move_on_after(DRAIN_GRACE), contextlib.suppress(httpx.TransportError):
+        async for _ in pieces:
+            pass
+
+
 async def read_decoded(
     response: httpx.Response,
     feed: Callable[[str], Iterable[_T]],
@@ -357,12 +436,14 @@ async def read_decoded(
     ``handle``, until ``handle`` returns ``True`` (the terminator).
 
     ``feed`` takes a piece of decoded text and returns the items it completed; ``close``
-    (optional) returns an item left unterminated at the end of the body.  After the
-    terminator the rest of the body is drained (so the connection can be reused).  Returns
-    whether the terminator was seen; a connection failure mid-body raises
+    (optional) returns an item left unterminated at the end of the body.  The call returns
+    soon after the terminator: what is left of the body is read as far as it is already
+    buffered, and its end is waited for at most ``DRAIN_GRACE`` seconds (:func:`_drain_rest`),
+    so a body that ends leaves its connection reusable and one that never ends cannot hold
+    the call.  Returns whether the terminator was seen; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
-    the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
-    and its iterators finished before the exception propagates.
+    the read timeout).  If ``handle`` raises (or the call is cancelled) the response is
+    closed and its iterators finished before the exception propagates.
     """
     done = False
     # httpx types aiter_text() as an AsyncIterator; it is an async generator.
@@ -371,13 +452,16 @@ async def read_decoded(
         try:
             async for piece in pieces:
                 for item in feed(piece):
-                    if not done:
-                        done = await handle(item)
+                    if await handle(item):
+                        done = True
+                        break
+                if done:
+                    break
             if not done and close is not None and (rest := close()) is not None:
                 done = await handle(rest)
-        except httpx.TransportError as exc:
             if done:
-                return True
+                await _drain_rest(pieces)
+        except httpx.TransportError as exc:
             raise error_from_transport(exc, phase="body") from exc
         except BaseException:
             await _discard_rest(response, pieces)
@@ -391,13 +475,94 @@ async def read_sse(
 ) -> bool:
     """Feed the response's SSE events to ``handle`` until it returns ``True`` (the terminator).
 
-    After the terminator the rest of the body is drained (so the connection can be reused).
-    Returns whether the terminator was seen; a connection failure mid-body raises
+    Returns soon after the terminator, as :func:`read_decoded`.  Returns whether the
+    terminator was seen; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
     the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
     and its iterators finished before the exception propagates.
     """
     return await read_decoded(response, SSEDecoder().feed, handle)
+
+
+class _JSONBody:
+    """The whole text of a body that was JSON where an event stream was expected."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _EventsOrJSON:
+    """An SSE decoder that first looks at the start of the body.
+
+    A body whose first character (after blanks and a BOM) is ``{`` or ``[`` is no event
+    stream: such a line is an unknown field, ignored, and the stream would seem to end
+    without a single event.  It is collected whole and handed over at its end (``close``) as
+    a :class:`_JSONBody`.  Anything else goes to an :class:`SSEDecoder`, piece by piece.  The
+    body decides, not the ``Content-Type``: servers label event streams ``application/json``
+    too.
+    """
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self._head = ""  # the blank start of the body, before anything decided
+        self._decided = False
+        self._json: list[str] | None = None
+
+    def feed(self, piece: str) -> list[ServerSentEvent]:
+        if self._json is not None:
+            self._json.append(piece)
+            return []
+        if not self._decided:
+            piece = self._head + piece
+            start = piece.lstrip("\ufeff \t\r\n")
+            if not start:
+                self._head = piece
+                return []
+            self._decided, self._head = True, ""
+            if start[0] in "{[":
+                self._json = [piece]
+                return []
+        return self._sse.feed(piece)
+
+    def close(self) -> _JSONBody | None:
+        return _JSONBody("".join(self._json)) if self._json is not None else None
+
+
+async def _json_answer(
+    response: httpx.Response,
+    body: bytes,
+    *,
+    redact: _Redact,
+    error: ErrorMapper,
+    json_body: Callable[[dict[str, Any]], Awaitable[bool]] | None,
+) -> bool:
+    """A 2xx JSON body where an event stream was asked for.
+
+    Providers answer so when they fail a streaming request with status 200 (an error object),
+    and some OpenAI-compatible servers ignore ``stream: true`` (a whole completion).  An error
+    object is raised through ``error`` (for the generic mapping: not retried, as an error event
+    in a stream); any other object goes to ``json_body`` (which returns ``False`` for an object
+    it does not know).  What remains is a :class:`~trioagent.exception.ModelStreamError`
+    with a redacted excerpt, not retried (the server would answer the same way again).
+    """
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        if payload.get("error") or payload.get("type") == "error":
+            raise error(response.status_code, response.headers, body, redact=redact)
+        if json_body is not None and await json_body(payload):
+            return True
+    text = excerpt(body.decode("utf-8", "replace").strip(), redact)
+    raise ModelStreamError(
+        f"{_safe_url(response.request.url)} answered a streaming request with JSON, not an "
+        f"event stream: {text}",
+        status_code=response.status_code,
+        retryable=False,
+    )
 
 
 async def stream_sse(
@@ -407,13 +572,35 @@ async def stream_sse(
     *,
     redact: _Redact = _identity,
     error: ErrorMapper = error_from_response,
+    json_body: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
 ) -> bool:
     """Send a streaming request (:func:`send_request`) and feed its SSE events to ``handle``
-    (:func:`read_sse`); the response is closed in every case (shielded, bounded:
-    :func:`aclose_response`).  Returns whether ``handle`` saw the terminator."""
+    (as :func:`read_sse`); the response is closed in every case (shielded, bounded:
+    :func:`aclose_response`).  Returns whether ``handle`` saw the terminator.
+
+    A 2xx answer whose body is JSON instead of an event stream (:class:`_EventsOrJSON`) is
+    read whole: an error object raises the mapped error (``error``), another object goes to
+    ``json_body`` when given (a provider that can use a non-streamed answer; it returns
+    whether it did), anything else raises :class:`~trioagent.exception.ModelStreamError`
+    (:func:`_json_answer`).
+    """
     response = await send_request(client, request, stream=True, redact=redact, error=error)
     try:
-        return await read_sse(response, handle)
+        decoder = _EventsOrJSON()
+
+        async def dispatch(item: ServerSentEvent | _JSONBody) -> bool:
+            if isinstance(item, _JSONBody):
+                return await _json_answer(
+                    response,
+                    item.text.encode(),
+                    redact=redact,
+                    error=error,
+                    json_body=json_body,
+                )
+            return await handle(item)
+
+        feed: Callable[[str], Iterable[ServerSentEvent | _JSONBody]] = decoder.feed
+        return await read_decoded(response, feed, dispatch, close=decoder.close)
     finally:
         await aclose_response(response)
 
@@ -428,9 +615,20 @@ def incomplete_stream_error(model: str, before: str) -> ModelStreamError:
     )
 
 
-def parse_event(data: str, *, model: str, unit: str) -> dict[str, Any]:
+def excerpt(text: str, redact: _Redact = _identity, *, limit: int = 200) -> str:
+    """``text`` for an error message: redacted, then cut to ``limit`` characters, quoted.
+
+    Redacted before it is cut, so a key spanning the cut cannot leak its first half.
+    """
+    return repr(redact(text)[:limit])
+
+
+def parse_event(data: str, *, model: str, unit: str, redact: _Redact = _identity) -> dict[str, Any]:
     """One JSON object received in a stream (``unit`` names it in errors: ``"chunk"``,
     ``"event"``, ``"line"``).
+
+    The provider's text quoted in an error is passed through ``redact`` (the model's
+    credential redaction): these messages reach logs and ``ReplyEndEvent.error``.
 
     Raises:
         ModelStreamError: ``data`` is not JSON, or not a JSON object.
@@ -439,17 +637,25 @@ def parse_event(data: str, *, model: str, unit: str) -> dict[str, Any]:
         payload = json.loads(data)
     except ValueError as exc:
         raise ModelStreamError(
-            f"unparseable {unit} in the stream of {model!r}: {data[:200]!r}"
+            f"unparseable {unit} in the stream of {model!r}: {excerpt(data, redact)}"
         ) from exc
     if not isinstance(payload, dict):
-        raise ModelStreamError(f"unexpected {unit} in the stream: {data[:200]!r}")
+        raise ModelStreamError(
+            f"unexpected {unit} in the stream of {model!r}: {excerpt(data, redact)}"
+        )
     return payload
 
 
 def response_json(
-    response: httpx.Response, *, model: str, retryable: bool | None = None
+    response: httpx.Response,
+    *,
+    model: str,
+    retryable: bool | None = None,
+    redact: _Redact = _identity,
 ) -> dict[str, Any]:
     """The JSON object of a non-streaming response.
+
+    The body quoted in an error is passed through ``redact`` (as :func:`parse_event`).
 
     Raises:
         ModelUpstreamError: the body is not JSON, or not a JSON object (``retryable``:
@@ -459,11 +665,12 @@ def response_json(
         payload = response.json()
     except ValueError as exc:
         raise ModelUpstreamError(
-            f"the response of {model!r} is not JSON: {response.text[:200]!r}",
+            f"the response of {model!r} is not JSON: {excerpt(response.text, redact)}",
             retryable=retryable,
         ) from exc
     if not isinstance(payload, dict):
         raise ModelUpstreamError(
-            f"unexpected response of {model!r}: {payload!r:.200}", retryable=retryable
+            f"unexpected response of {model!r}: {redact(repr(payload))[:200]}",
+            retryable=retryable,
         )
     return payload

@@ -333,7 +333,7 @@ class OllamaChatModel(ChatModelBase):
         )
 
     def _decode(self, line: str) -> dict[str, Any]:
-        payload = parse_event(line, model=self.model, unit="line")
+        payload = parse_event(line, model=self.model, unit="line", redact=self._redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
         return payload
@@ -378,7 +378,7 @@ class OllamaChatModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = OllamaStreamParser(trio.current_time())
         response = await self._send(request, stream=False)
-        payload = response_json(response, model=self.model, retryable=False)
+        payload = response_json(response, model=self.model, retryable=False, redact=self._redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
         return parser.parse_completion(payload)

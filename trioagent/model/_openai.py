@@ -2,7 +2,9 @@
 
 ``POST {base_url}/chat/completions`` with a Bearer key.  Streaming requests set
 ``stream_options.include_usage`` and read the SSE stream until ``data: [DONE]``; a stream
-that ends without it raises :class:`~trioagent.exception.ModelStreamError`.  The parser
+that ends without it, or a chunk of the wrong shape, raises
+:class:`~trioagent.exception.ModelStreamError`.  A server that ignores ``stream: true`` and
+answers with a whole completion is understood (:func:`stream_chat_completions`).  The parser
 (:class:`OpenAIStreamParser`) and the transport (:class:`ChatCompletionsModel`) are shared
 with xAI and the other OpenAI-compatible providers.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, Unpack
 
@@ -21,6 +24,7 @@ import trio
 
 from .._ids import generate_id
 from ..credential import CredentialBase, OpenAICredential
+from ..exception import ModelStreamError, ModelUpstreamError
 from ..formatter import FormatterBase, OpenAIChatFormatter
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
@@ -29,6 +33,7 @@ from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, 
 from ._http import (
     bearer_headers,
     error_from_payload,
+    excerpt,
     incomplete_stream_error,
     parse_event,
     response_json,
@@ -68,9 +73,48 @@ class OpenAIChatParameters:
     voice: str | None = None
 
 
+#: What a parser raises for a chunk or completion of the wrong shape (its own checks raise
+#: ``ValueError``; the others cover a shape they did not foresee).  The transport turns them
+#: into a :class:`~trioagent.exception.ModelError` naming the model.
+_MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else ``ValueError`` naming ``what``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not an object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    """``value`` if it is a JSON array (``None`` counts as empty), else ``ValueError``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is not a list")
+    return value
+
+
+def _text(value: Any, what: str) -> str | None:
+    """``value`` if it is a string or ``None``, else ``ValueError`` naming ``what``."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what} is not a string")
+    return value
+
+
+def _malformed(
+    unit: str, model: str, text: str, exc: Exception, redact: Callable[[str], str]
+) -> str:
+    """The error message for a ``unit`` of the wrong shape: the model, what was wrong (the
+    parser's own message, or the exception type) and a short redacted excerpt."""
+    reason = redact(str(exc))[:100] if isinstance(exc, ValueError) else type(exc).__name__
+    return f"malformed {unit} in the answer of {model!r} ({reason}): {excerpt(text, redact)}"
+
+
 def _usage(
     raw: dict[str, Any], elapsed: float, cache: Literal["openai", "deepseek"] = "openai"
 ) -> ChatUsage:
+    raw = _object(raw, "'usage'")
     if cache == "deepseek":
         cached = raw.get("prompt_cache_hit_tokens")
     else:
@@ -100,6 +144,12 @@ class OpenAIStreamParser:
     One parser per call: it fixes the text, thinking and audio block ids (one block of each per
     call, as the reference), maps tool-call ``index`` to the call id and name from its first
     fragment, and remembers the usage once reported (later deltas carry it).
+
+    A chunk of the wrong shape (``choices`` not a list of objects, a ``delta`` or ``usage``
+    that is not an object, a tool-call ``index`` that is not a number, ...) raises
+    ``ValueError`` (or, for a shape not checked, another of ``_MALFORMED``); the transport
+    (:func:`stream_chat_completions`) turns it into a
+    :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
     def __init__(self, start: float, *, cache: Literal["openai", "deepseek"] = "openai") -> None:
@@ -118,11 +168,11 @@ class OpenAIStreamParser:
         self.response_id = chunk.get("id") or self.response_id
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"], trio.current_time() - self.start, self.cache)
-        choices = chunk.get("choices") or []
+        choices = _list(chunk.get("choices"), "'choices'")
         if not choices:
             return self._delta([], {}) if self.usage else None
-        choice = choices[0]
-        delta = choice.get("delta") or {}
+        choice = _object(choices[0], "'choices[0]'")
+        delta = _object(choice.get("delta") or {}, "'delta'")
         blocks: list[ResponseBlock] = []
         thinking = delta.get("reasoning_content")
         if not isinstance(thinking, str):
@@ -144,30 +194,29 @@ class OpenAIStreamParser:
                         id=self.audio_id, source=Base64Source(data=data, media_type="audio/wav")
                     )
                 )
-        for call in delta.get("tool_calls") or []:
-            blocks.append(self._tool_call(call))
+        for call in _list(delta.get("tool_calls"), "'tool_calls'"):
+            blocks.append(self._tool_call(_object(call, "a tool call")))
         metadata = {"finish_reason": choice["finish_reason"]} if choice.get("finish_reason") else {}
         if blocks or self.usage or metadata:
             return self._delta(blocks, metadata)
         return None
 
     def _tool_call(self, call: dict[str, Any]) -> ToolCallBlock:
-        index = int(call.get("index") or 0)
-        function = call.get("function") or {}
+        try:
+            index = int(call.get("index") or 0)
+        except (TypeError, ValueError):
+            raise ValueError("a tool call's 'index' is not a number") from None
+        function = _object(call.get("function") or {}, "a tool call's 'function'")
+        name = _text(function.get("name"), "a tool call's name")
+        arguments = _text(function.get("arguments"), "a tool call's arguments")
         if index not in self.tool_calls:
             # A first fragment without an id would make an invalid block; give it one.
-            self.tool_calls[index] = (
-                call.get("id") or f"call_{generate_id()}",
-                function.get("name") or "unknown",
-            )
+            call_id = _text(call.get("id"), "a tool call's id")
+            self.tool_calls[index] = (call_id or f"call_{generate_id()}", name or "unknown")
         # The index identifies the call: an id arriving (or changing) in a later fragment
         # must not split it in two.
         stored_id, stored_name = self.tool_calls[index]
-        return ToolCallBlock(
-            id=stored_id,
-            name=function.get("name") or stored_name,
-            input=function.get("arguments") or "",
-        )
+        return ToolCallBlock(id=stored_id, name=name or stored_name, input=arguments or "")
 
     def _delta(self, blocks: list[ResponseBlock], metadata: dict[str, Any]) -> ChatResponse:
         return ChatResponse(
@@ -179,13 +228,14 @@ class OpenAIStreamParser:
         )
 
     def parse_completion(self, body: dict[str, Any]) -> ChatResponse:
-        """The complete response of a non-streaming call."""
+        """The complete response of a non-streaming call (a body of the wrong shape raises as
+        :meth:`parse` does)."""
         blocks: list[ResponseBlock] = []
-        choices = body.get("choices") or []
+        choices = _list(body.get("choices"), "'choices'")
         metadata: dict[str, Any] = {}
         if choices:
-            choice = choices[0]
-            message = choice.get("message") or {}
+            choice = _object(choices[0], "'choices[0]'")
+            message = _object(choice.get("message") or {}, "'message'")
             if choice.get("finish_reason"):
                 metadata["finish_reason"] = choice["finish_reason"]
             thinking = message.get("reasoning_content")
@@ -206,13 +256,14 @@ class OpenAIStreamParser:
                         )
                     )
                 )
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
+            for raw_call in _list(message.get("tool_calls"), "'tool_calls'"):
+                call = _object(raw_call, "a tool call")
+                function = _object(call.get("function") or {}, "a tool call's 'function'")
                 blocks.append(
                     ToolCallBlock(
-                        id=call.get("id") or f"call_{generate_id()}",
-                        name=function.get("name") or "unknown",
-                        input=function.get("arguments") or "",
+                        id=_text(call.get("id"), "a tool call's id") or f"call_{generate_id()}",
+                        name=_text(function.get("name"), "a tool call's name") or "unknown",
+                        input=_text(function.get("arguments"), "a tool call's arguments") or "",
                     )
                 )
         usage = None
@@ -417,23 +468,69 @@ async def stream_chat_completions(
 ) -> None:
     """Send a streaming ``chat/completions`` request; send each parsed delta over ``send``.
 
-    Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable chunk or a stream
-    that ends before ``data: [DONE]``, and the typed error of an ``{"error": ...}`` chunk.  The
-    response is closed in every case (:func:`~trioagent.model._http.stream_sse`).
+    Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable or malformed
+    chunk or a stream that ends before ``data: [DONE]``, and the typed error of an
+    ``{"error": ...}`` chunk.  The response is closed in every case
+    (:func:`~trioagent.model._http.stream_sse`).
+
+    A server that ignores ``stream: true`` and answers with a JSON ``chat.completion`` is
+    understood: the completion is parsed as a non-streamed one and sent as a single delta, so
+    ``emit`` still sees the answer.  It is complete and valid, and failing it instead would
+    fail the same way on every retry.  A JSON error object raises the provider's error
+    (:func:`~trioagent.model._http.stream_sse`); any other JSON is a ``ModelStreamError``.
     """
 
     async def handle(event: ServerSentEvent) -> bool:
         if event.data.strip() == "[DONE]":
             return True
-        payload = parse_event(event.data, model=model, unit="chunk")
+        payload = parse_event(event.data, model=model, unit="chunk", redact=redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=redact)
-        if (delta := parser.parse(payload)) is not None:
+        try:
+            delta = parser.parse(payload)
+        except _MALFORMED as exc:
+            # From None: the parser's exception may quote the chunk unredacted.
+            raise ModelStreamError(_malformed("chunk", model, event.data, exc, redact)) from None
+        if delta is not None:
             await send.send(delta)
         return False
 
-    if not await stream_sse(client, request, handle, redact=redact):
+    async def whole(payload: dict[str, Any]) -> bool:
+        if not isinstance(payload.get("choices"), list):
+            return False  # not a completion: stream_sse raises with an excerpt
+        response = _parse_completion(parser, payload, model=model, redact=redact)
+        await send.send(
+            ChatResponse(
+                content=response.content,
+                is_last=False,
+                id=response.id,
+                usage=response.usage,
+                metadata=response.metadata,
+            )
+        )
+        return True
+
+    if not await stream_sse(client, request, handle, redact=redact, json_body=whole):
         raise incomplete_stream_error(model, "'data: [DONE]'")
+
+
+def _parse_completion(
+    parser: OpenAIStreamParser,
+    payload: dict[str, Any],
+    *,
+    model: str,
+    redact: Callable[[str], str],
+) -> ChatResponse:
+    """``parser.parse_completion(payload)``; a body of the wrong shape is a
+    :class:`~trioagent.exception.ModelUpstreamError` naming the model (not retried: the
+    provider would answer the same way)."""
+    try:
+        return parser.parse_completion(payload)
+    except _MALFORMED as exc:
+        text = json.dumps(payload, ensure_ascii=False, default=str)
+        raise ModelUpstreamError(
+            _malformed("completion", model, text, exc, redact), retryable=False
+        ) from None
 
 
 async def complete_chat_completions(
@@ -446,7 +543,7 @@ async def complete_chat_completions(
 ) -> ChatResponse:
     """Send a non-streaming ``chat/completions`` request and parse the complete response."""
     response = await send_request(client, request, stream=False, redact=redact)
-    payload = response_json(response, model=model)
+    payload = response_json(response, model=model, redact=redact)
     if payload.get("error"):
         raise error_from_payload(payload, redact=redact)
-    return parser.parse_completion(payload)
+    return _parse_completion(parser, payload, model=model, redact=redact)

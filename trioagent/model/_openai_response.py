@@ -443,7 +443,7 @@ class OpenAIResponseModel(ChatModelBase):
             data = event.data.strip()
             if data == "[DONE]":
                 return True
-            payload = parse_event(data, model=self.model, unit="event")
+            payload = parse_event(data, model=self.model, unit="event", redact=self._redact)
             if "type" not in payload and event.event != "message":
                 payload["type"] = event.event
             if (delta := parser.parse(payload, redact=self._redact)) is not None:
@@ -464,7 +464,7 @@ class OpenAIResponseModel(ChatModelBase):
         request = self._request(body, stream=False)
         parser = OpenAIResponseStreamParser(trio.current_time())
         response = await send_request(self.http_client, request, stream=False, redact=self._redact)
-        payload = response_json(response, model=self.model)
+        payload = response_json(response, model=self.model, redact=self._redact)
         if payload.get("error") or payload.get("status") == "failed":
             raise error_from_payload(
                 {"error": payload.get("error") or "the response failed"}, redact=self._redact
