@@ -22,6 +22,7 @@ from trioagent._concurrency import (
     reraise_unwrapped,
     unwrap_group,
 )
+from trioagent.testing._sweep import _StepCounter  # the sweep's own instrument
 
 # -- helpers --------------------------------------------------------------------------------------
 
@@ -955,36 +956,6 @@ def test_recording_settler_satisfies_the_protocol() -> None:
 # -- PullStream: sweeps ---------------------------------------------------------------------------
 
 
-class StepCounter(trio.abc.Instrument):
-    """Counts the schedule points of ``root`` and its descendants; calls ``cancel`` right
-    after the ``cancel_at``-th one."""
-
-    def __init__(
-        self, root: trio.lowlevel.Task, cancel_at: int | None, cancel: Callable[[], None]
-    ) -> None:
-        self.root = root
-        self.cancel_at = cancel_at
-        self.cancel = cancel
-        self.steps = 0
-        self.fired = False
-
-    def _watched(self, task: trio.lowlevel.Task) -> bool:
-        current: trio.lowlevel.Task | None = task
-        while current is not None:
-            if current is self.root:
-                return True
-            nursery = current.parent_nursery
-            current = nursery.parent_task if nursery is not None else None
-        return False
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if self._watched(task):
-            self.steps += 1
-            if self.steps == self.cancel_at:
-                self.fired = True
-                self.cancel()
-
-
 @attrs.define
 class SweepRun:
     routed: list[tuple[str, Any]] = attrs.Factory(list)
@@ -1003,7 +974,7 @@ async def run_cancelled_at(cancel_at: int | None, with_settler: bool) -> SweepRu
     outer = trio.CancelScope()
 
     async def body() -> None:
-        counter = StepCounter(trio.lowlevel.current_task(), cancel_at, outer.cancel)
+        counter = _StepCounter(trio.lowlevel.current_task(), cancel_at, outer.cancel)
         trio.lowlevel.add_instrument(counter)
         try:
             with outer:
