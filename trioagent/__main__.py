@@ -27,9 +27,11 @@ EXAMPLE_TIMEOUT = 120.0
 
 
 def find_examples_dir() -> Path | None:
-    """The ``examples/`` directory: ``$TRIOAGENT_EXAMPLES``, the source checkout, or ``./examples``."""
+    """The ``examples/`` directory: ``$TRIOAGENT_EXAMPLES`` (only that one when it is set), the
+    source checkout, or ``./examples``."""
+    if chosen := os.environ.get("TRIOAGENT_EXAMPLES"):
+        return Path(chosen) if Path(chosen).is_dir() else None
     candidates = [
-        os.environ.get("TRIOAGENT_EXAMPLES"),
         Path(__file__).resolve().parent.parent / "examples",
         Path.cwd() / "examples",
     ]
@@ -41,6 +43,22 @@ def find_examples_dir() -> Path | None:
 
 def list_examples(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("[0-9]*.py"))
+
+
+def _real_model_problem() -> str | None:
+    """Why the real model named by ``TRIOAGENT_MODEL`` cannot be used (an unknown provider,
+    a missing key), checked once before any example runs; ``None`` when it is unset or fine."""
+    spec = os.environ.get("TRIOAGENT_MODEL")
+    if not spec:
+        return None
+    from .exception import ModelCredentialError
+    from .model import credential_from_spec
+
+    try:
+        credential_from_spec(spec).get_api_key()
+    except (ValueError, ModelCredentialError) as exc:
+        return str(exc)
+    return None
 
 
 class ExampleResult(NamedTuple):
@@ -79,6 +97,12 @@ def cmd_examples(args: argparse.Namespace) -> int:
         print("error: no examples/ directory found (set TRIOAGENT_EXAMPLES)", file=sys.stderr)
         return 2
     examples = list_examples(directory)
+    if not examples:
+        print(f"error: no numbered example scripts in {directory}", file=sys.stderr)
+        return 2
+    if (problem := _real_model_problem()) is not None:
+        print(f"error: TRIOAGENT_MODEL: {problem}", file=sys.stderr)
+        return 2
     if args.list:
         for path in examples:
             print(path.stem)

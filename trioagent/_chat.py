@@ -322,9 +322,12 @@ async def _check_reachable(base_url: str) -> None:
     """Fail fast (one line) when nothing listens at ``base_url`` (skipped behind a proxy)."""
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return
-    url = httpx.URL(base_url)
+    try:
+        url = httpx.URL(base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except httpx.InvalidURL as exc:
+        raise ChatSetupError(f"invalid base URL {base_url!r}: {exc}") from None
     host = url.host
-    port = url.port or (443 if url.scheme == "https" else 80)
     failure = "timed out"
     with trio.move_on_after(5):
         try:

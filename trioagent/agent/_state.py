@@ -184,7 +184,7 @@ def schema_of(schema: Any) -> dict[str, Any] | None:
     if schema is None:
         return None
     if isinstance(schema, dict):
-        return schema
+        return copy.deepcopy(schema)  # the caller's constant is never changed
     method = getattr(schema, "model_json_schema", None)
     if callable(method):
         result = method()

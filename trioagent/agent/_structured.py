@@ -58,6 +58,10 @@ class StructuredOutputTool(ToolBase):
     def __init__(self, schema: Any) -> None:
         super().__init__()
         json_schema = schema_of(schema) or {"type": "object", "properties": {}}
+        if json_schema.get("type") == "object" and "properties" not in json_schema:
+            # Tool schemas name their properties; an object schema without any (a map such as
+            # ``additionalProperties: {"type": "number"}``) means the same with none named.
+            json_schema = {**json_schema, "properties": {}}
         self.input_schema = remove_title_field(json_schema)
 
     async def check_permissions(

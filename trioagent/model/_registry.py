@@ -45,7 +45,11 @@ PROVIDERS: dict[str, tuple[type[ChatModelBase], type[CredentialBase]]] = {
 
 
 def _split(spec: str) -> tuple[str, str]:
+    """``"ollama:llama3:8b"`` → ``("ollama", "llama3:8b")``: only the first colon splits, and
+    whitespace around either part (a trailing newline in an environment variable) is no part
+    of the names."""
     provider, _, name = spec.partition(":")
+    provider, name = provider.strip(), name.strip()
     if provider not in PROVIDERS or not name:
         raise ValueError(
             f"a model must be given as '<provider>:<model>' with provider one of "
