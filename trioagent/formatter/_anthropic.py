@@ -1,7 +1,9 @@
 """Anthropic Messages API formatters (reference/model.md §3.3, §3.2).
 
 :class:`AnthropicChatFormatter` maps each ``Msg`` to Messages-API turns.  There is no ``name``
-field; text blocks are sent only when non-empty; thinking is replayed only when it carries
+field; text blocks are sent only when they hold non-whitespace text (the API rejects the
+others); media of an assistant message (which the API does not take in assistant turns) is
+moved to a ``user`` turn after that message's turns; thinking is replayed only when it carries
 an Anthropic ``signature`` (or is redacted thinking); tool calls become ``tool_use`` blocks
 with a parsed ``input`` object; tool results live in a ``user`` turn (consecutive results
 share one) and keep their images and PDFs inline; hints become separate ``user`` turns.  A
@@ -42,13 +44,21 @@ logger = logging.getLogger("trioagent.formatter")
 
 _EMPTY_TOOL_OUTPUT = "(empty tool output)"
 
+#: The image types the Messages API accepts.
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+def _has_text(text: str) -> bool:
+    """Whether a text block may be sent: the API rejects empty and whitespace-only text."""
+    return bool(text.strip())
+
 
 class AnthropicChatFormatter(FormatterBase):
     """Formats messages for the Anthropic Messages API (``POST /v1/messages``).
 
-    Media: images as ``image`` blocks and PDFs as ``document`` blocks, always inline base64
-    (remote and ``file://`` URLs are downloaded / read); other media is skipped with a
-    warning — inside a tool result it is described in text instead
+    Media: images (jpeg, png, gif, webp) as ``image`` blocks and PDFs as ``document`` blocks,
+    always inline base64 (remote and ``file://`` URLs are downloaded / read); other media
+    (including other image types) is skipped with a warning — inside a tool result it is described in text instead
     (``[video file returned, URL: …]``).
 
     Differences from the reference, on purpose: tool-call input that cannot be repaired into
@@ -75,6 +85,7 @@ class AnthropicChatFormatter(FormatterBase):
     ) -> None:
         content: list[dict[str, Any]] = []
         has_tool_result = False
+        assistant_media: list[DataBlock] = []  # no media in assistant turns: sent after
 
         def flush(role: str) -> None:
             nonlocal has_tool_result
@@ -88,11 +99,13 @@ class AnthropicChatFormatter(FormatterBase):
                 flush("user")  # tool results always live in a user turn
             match block:
                 case TextBlock():
-                    if block.text:
+                    if _has_text(block.text):
                         content.append({"type": "text", "text": block.text})
                 case ThinkingBlock():
                     if (thinking := self._thinking(block)) is not None:
                         content.append(thinking)
+                case DataBlock() if msg.role == "assistant":
+                    assistant_media.append(block)
                 case DataBlock():
                     if (part := await self.format_data_block(block, http_client)) is not None:
                         content.append(part)
@@ -122,6 +135,10 @@ class AnthropicChatFormatter(FormatterBase):
                     )
                     has_tool_result = True
         flush("user" if has_tool_result else msg.role)
+        if assistant_media and (
+            moved := await self.assistant_media_message(msg, assistant_media, http_client)
+        ):
+            out.append(moved)
 
     @staticmethod
     def _thinking(block: ThinkingBlock) -> dict[str, Any] | None:
@@ -137,11 +154,11 @@ class AnthropicChatFormatter(FormatterBase):
         self, block: HintBlock, http_client: httpx.AsyncClient | None
     ) -> list[dict[str, Any]]:
         if isinstance(block.hint, str):
-            return [{"type": "text", "text": block.hint}] if block.hint else []
+            return [{"type": "text", "text": block.hint}] if _has_text(block.hint) else []
         parts: list[dict[str, Any]] = []
         for item in block.hint:
             if isinstance(item, TextBlock):
-                if item.text:
+                if _has_text(item.text):
                     parts.append({"type": "text", "text": item.text})
             elif (part := await self.format_data_block(item, http_client)) is not None:
                 parts.append(part)
@@ -152,12 +169,12 @@ class AnthropicChatFormatter(FormatterBase):
     ) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         if isinstance(block.output, str):
-            if block.output:
+            if _has_text(block.output):
                 parts.append({"type": "text", "text": block.output})
         else:
             for item in block.output:
                 if isinstance(item, TextBlock):
-                    if item.text:
+                    if _has_text(item.text):
                         parts.append({"type": "text", "text": item.text})
                     continue
                 part = None
@@ -186,8 +203,12 @@ class AnthropicChatFormatter(FormatterBase):
 
     @staticmethod
     def _media_kind(media_type: str) -> str | None:
-        """The Anthropic content-block type for a media type (``None``: not sendable)."""
-        if media_type.startswith("image/"):
+        """The Anthropic content-block type for a media type (``None``: not sendable).
+
+        Only the image types the API takes are images; any other ``image/*`` (svg, bmp,
+        tiff, …) is skipped, or described in text inside a tool result.
+        """
+        if media_type in _IMAGE_TYPES:
             return "image"
         if media_type == "application/pdf":
             return "document"
@@ -258,7 +279,7 @@ class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatte
         return AnthropicChatFormatter(input_types=self.input_types)
 
     def _system_message(self, msg: Msg) -> dict[str, Any] | None:
-        if text := msg.get_text_content():
+        if (text := msg.get_text_content()) and _has_text(text):
             return {"role": "system", "content": [{"type": "text", "text": text}]}
         return None
 

@@ -138,6 +138,21 @@ class FormatterBase:
                 parts.append(part)
         return parts
 
+    async def assistant_media_message(
+        self, msg: Msg, media: Sequence[DataBlock], http_client: httpx.AsyncClient | None
+    ) -> dict[str, Any] | None:
+        """The media of an assistant message as a user message to put after it (the providers
+        take no media in assistant turns), introduced by a note; ``None`` when every block is
+        skipped."""
+        parts: list[dict[str, Any]] = []
+        for block in media:
+            if (part := await self.format_data_block(block, http_client)) is not None:
+                parts.append(part)
+        if not parts:
+            return None
+        note = {"type": self.text_part_type, "text": _assistant_media_note(msg)}
+        return {"role": "user", "content": [note, *parts]}
+
     async def hint_message(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
     ) -> dict[str, Any] | None:
@@ -182,6 +197,15 @@ class FormatterBase:
 
     # -- tool results --------------------------------------------------------------------------
 
+    def can_promote(self, media_type: str) -> bool:
+        """Whether media of this type in a tool result is presented to the model (see
+        :meth:`convert_tool_result_to_string`) instead of being described in text.
+
+        Default: :meth:`is_supported`; formatters that accept only some subtypes of a
+        supported glob (OpenAI chat audio) narrow it.
+        """
+        return self.is_supported(media_type)
+
     async def convert_tool_result_to_string(
         self, output: str | list[TextBlock | DataBlock]
     ) -> tuple[str, list[TextBlock | DataBlock]]:
@@ -202,7 +226,7 @@ class FormatterBase:
                 continue
             media_type = block.source.media_type
             main = media_type.split("/", 1)[0]
-            if self.is_supported(media_type):
+            if self.can_promote(media_type):
                 pieces.append(
                     f"<system-reminder>A(n) {main} file is returned and will be presented to "
                     f"you with the identifier [{block.id}].</system-reminder>"
@@ -315,6 +339,15 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
                 out.append(message)
                 is_first = False
         return out
+
+
+def _assistant_media_note(msg: Msg) -> str:
+    """The text that introduces media moved out of an assistant message."""
+    speaker = f" of {msg.name}" if msg.name else ""
+    return (
+        f"<system-reminder>The media attached to the previous assistant message{speaker} "
+        "follows.</system-reminder>"
+    )
 
 
 async def _save_temp(data: str, media_type: str) -> str:

@@ -60,6 +60,10 @@ class DashScopeChatFormatter(OpenAIChatFormatter):
             message["reasoning_content"] = "\n".join(thinking)
         return message
 
+    def can_promote(self, media_type: str) -> bool:
+        # DashScope takes any audio format (unlike OpenAI's wav/mp3).
+        return self.is_supported(media_type)
+
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
     ) -> dict[str, Any] | None:

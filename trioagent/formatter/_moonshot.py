@@ -1,7 +1,7 @@
 """Moonshot (Kimi) formatters (reference/model.md §3.7, §3.2).
 
 :class:`MoonshotChatFormatter` is :class:`~trioagent.formatter.OpenAIChatFormatter` (``name``
-fields kept, promoted media in a user message named ``system-reminder``) with: images always
+fields kept, made to fit the API's pattern; promoted media in a user message named ``system-reminder``) with: images always
 inlined as base64 data URIs (remote URLs downloaded), video as a ``video_url`` data URI, no
 PDF, and every assistant message carrying ``reasoning_content`` (its thinking joined by
 newlines, or ``""``), which Kimi's thinking models expect back.
@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import httpx
 
 from ..message import Base64Source, DataBlock, Msg
-from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter, api_name
 
 __all__ = ["MoonshotChatFormatter", "MoonshotMultiAgentFormatter"]
 
@@ -44,7 +44,10 @@ class MoonshotChatFormatter(OpenAIChatFormatter):
         tool_calls: list[dict[str, Any]],
         thinking: list[str],
     ) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": msg.role, "name": msg.name, "content": content or None}
+        message: dict[str, Any] = {"role": msg.role}
+        if (name := api_name(msg.name)) is not None:
+            message["name"] = name
+        message["content"] = content or None
         if msg.role == "assistant":
             message["reasoning_content"] = "\n".join(thinking)
         if tool_calls:

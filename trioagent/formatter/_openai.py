@@ -3,13 +3,16 @@
 :class:`OpenAIChatFormatter` maps each ``Msg`` to chat messages: text and media parts, tool
 calls on the assistant message, one ``tool`` message per tool result (media in a result is
 promoted to a following ``user`` message named ``system-reminder``), hints as separate user
-messages; thinking is dropped.  :class:`OpenAIMultiAgentFormatter` collapses runs of plain
-messages of several speakers into one ``<history>`` user message.
+messages, media of an assistant message (assistant turns take none) as a user message after
+that message's turns; thinking is dropped.  ``name`` is the speaker's name made to fit the
+API's pattern (see :func:`api_name`).  :class:`OpenAIMultiAgentFormatter` collapses runs of
+plain messages of several speakers into one ``<history>`` user message.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -36,6 +39,22 @@ __all__ = [
 logger = logging.getLogger("trioagent.formatter")
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/mp3": "mp3", "audio/mpeg": "mp3"}
+
+_NAME_OK = re.compile(r"[A-Za-z0-9_-]+")
+_NAME_BAD_RUN = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def api_name(name: str | None) -> str | None:
+    """A speaker name as OpenAI-style APIs accept it in a message's ``name``
+    (``[A-Za-z0-9_-]+``): a name that already matches is kept as is; otherwise every run of
+    other characters becomes one ``_`` (leading / trailing ones dropped).  ``None`` when
+    nothing is left (the message is then sent without ``name``)."""
+    if not name:
+        return None
+    if _NAME_OK.fullmatch(name):
+        return name
+    return _NAME_BAD_RUN.sub("_", name).strip("_") or None
+
 
 _FormatDataBlock = Callable[[DataBlock, httpx.AsyncClient | None], Awaitable[dict[str, Any] | None]]
 
@@ -70,6 +89,7 @@ class OpenAIChatFormatter(FormatterBase):
         tool_calls: list[dict[str, Any]] = []
         thinking: list[str] = []  # only filled when the subclass replays reasoning
         pending_media: list[dict[str, Any]] = []
+        assistant_media: list[DataBlock] = []  # no media in assistant turns: sent after
         replays_thinking = self._replays_thinking()
 
         def flush() -> None:
@@ -86,6 +106,8 @@ class OpenAIChatFormatter(FormatterBase):
             match block:
                 case TextBlock():
                     content.append({"type": "text", "text": block.text})
+                case DataBlock() if msg.role == "assistant":
+                    assistant_media.append(block)
                 case DataBlock():
                     if (part := await self.format_data_block(block, http_client)) is not None:
                         content.append(part)
@@ -121,6 +143,10 @@ class OpenAIChatFormatter(FormatterBase):
                         thinking.append(block.thinking)
         out.extend(pending_media)
         flush()
+        if assistant_media and (
+            moved := await self.assistant_media_message(msg, assistant_media, http_client)
+        ):
+            out.append(moved)
 
     def _replays_thinking(self) -> bool:
         """Whether thinking blocks are collected and passed to :meth:`_message`."""
@@ -135,11 +161,10 @@ class OpenAIChatFormatter(FormatterBase):
     ) -> dict[str, Any]:
         """One message from a (part of a) ``Msg``: its parts, tool calls and the non-empty
         thinking texts (empty unless :meth:`_replays_thinking`)."""
-        message: dict[str, Any] = {
-            "role": msg.role,
-            "name": msg.name,
-            "content": content or None,
-        }
+        message: dict[str, Any] = {"role": msg.role}
+        if (name := api_name(msg.name)) is not None:
+            message["name"] = name
+        message["content"] = content or None
         if tool_calls:
             message["tool_calls"] = tool_calls
         return message
@@ -153,13 +178,21 @@ class OpenAIChatFormatter(FormatterBase):
         message["content"] = await self.content_parts(promoted, http_client)
         return message
 
+    def can_promote(self, media_type: str) -> bool:
+        """As :meth:`FormatterBase.can_promote`, but audio other than wav/mp3 in a tool
+        result is described in text (saved to a file) instead of failing the request."""
+        if media_type.startswith("audio/") and media_type not in _AUDIO_FORMATS:
+            return False
+        return super().can_promote(media_type)
+
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
     ) -> dict[str, Any] | None:
         """One content part for a data block, or ``None`` when it is skipped.
 
         Raises:
-            TypeError: audio in a format other than wav/mp3.
+            TypeError: audio in a format other than wav/mp3 (in a message; inside a tool
+                result such audio is described in text, see :meth:`can_promote`).
         """
         media_type = block.source.media_type
         if not self.is_supported(media_type):

@@ -8,7 +8,8 @@
 * tool calls become top-level ``function_call`` items, emitted after the message content that
   precedes them, and tool results ``function_call_output`` items — whose ``output`` keeps
   images and PDFs natively (a list of parts) instead of promoting them to a user message;
-* hints become separate ``user`` items;
+* hints become separate ``user`` items, and so does the media of an assistant message (an
+  assistant item holds only ``output_text``), after that message's items;
 * a thinking block that came from a Responses ``reasoning`` item (it carries the
   ``reasoning_item_id`` / ``reasoning_item_raw`` extras the model stores) is replayed as that
   reasoning item — ahead of the function calls it led to, as the API requires; other thinking
@@ -71,6 +72,7 @@ class OpenAIResponseFormatter(FormatterBase):
         content: list[dict[str, Any]] = []
         function_calls: list[dict[str, Any]] = []
         replayed: set[str] = set()
+        assistant_media: list[DataBlock] = []  # assistant content is output_text only
 
         def flush_content() -> None:
             if content:
@@ -87,6 +89,8 @@ class OpenAIResponseFormatter(FormatterBase):
             match block:
                 case TextBlock():
                     content.append({"type": text_type, "text": block.text})
+                case DataBlock() if msg.role == "assistant":
+                    assistant_media.append(block)
                 case DataBlock():
                     if (part := await self.format_data_block(block, http_client)) is not None:
                         content.append(part)
@@ -124,6 +128,10 @@ class OpenAIResponseFormatter(FormatterBase):
                         flush_content()
                     out.append(_reasoning_item(block, item_id))
         flush()
+        if assistant_media and (
+            moved := await self.assistant_media_message(msg, assistant_media, http_client)
+        ):
+            out.append(moved)
 
     async def _tool_output(
         self, output: str | list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
