@@ -375,6 +375,11 @@ class Agent:
                         reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
                         await run.deliver(self._end_event(run, reason, error))
                         await run.deliver(self._closing_msg(reason, error))
+                elif run.end is not None and run.final_msg is None and run.exit_msg is not None:
+                    # interrupt() landed while the end was on its way to the consumer (e.g. a
+                    # "stop" click racing the end): the reply did end as that event says, so
+                    # the caller gets the Msg that goes with it.
+                    run.final_msg = run.exit_msg
                 elif run.final_msg is None and not run.started and run.scope.cancelled_caught:
                     # interrupt() landed before the reply started (e.g. during an on_reply
                     # middleware's pre-logic): nothing was emitted, but the caller asked for an
@@ -487,6 +492,7 @@ class Agent:
                     run.parked = True
                     await emit(action.msg)
                     return
+                run.exit_msg = action.msg
                 for event in action.events:
                     if isinstance(event, ReplyEndEvent):
                         run.outcome = event.finished_reason

@@ -35,6 +35,7 @@ class ReplyRun:
     __slots__ = (
         "_consumer",
         "end",
+        "exit_msg",
         "failure",
         "final_msg",
         "outcome",
@@ -54,6 +55,9 @@ class ReplyRun:
         self.session_id = ""
         self.end: ReplyEndEvent | None = None
         self.final_msg: Msg | None = None
+        #: The final Msg of the exit being emitted: delivered after the end even when a
+        #: cancellation lands while the end event is on its way to the consumer.
+        self.exit_msg: Msg | None = None
         self.outcome: ReplyFinishedReason | None = None
         #: An outer ``on_reply`` layer's error that is cancelling the inner layers.
         self.failure: BaseException | None = None
