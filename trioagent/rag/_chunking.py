@@ -58,6 +58,10 @@ def split_text(text: str, chunk_size: int = 512, overlap: int = 50) -> list[str]
             break
         back = bisect.bisect_right(offsets, offsets[end] - shared) - 1
         start = max(back, start + 1)
+        # The next piece must reach past this one: with characters of mixed widths the overlap
+        # can round up, and the next piece's end down, to this same end.
+        while start < end and bisect.bisect_right(offsets, offsets[start] + budget) - 1 <= end:
+            start += 1
     return pieces
 
 

@@ -156,9 +156,8 @@ def parse_embeddings(payload: Any, count: int, *, model: str, elapsed: float) ->
             continue
         index = item.get("index", position)
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
-            index = position
-        if index < count:
-            vectors[index] = _vector(item.get("embedding"))
+            continue  # a stray item never replaces a placed vector; a missing one is reported
+        vectors[index] = _vector(item.get("embedding"))
     missing = [i for i, v in enumerate(vectors) if v is None]
     if missing:
         raise ModelUpstreamError(

@@ -88,18 +88,23 @@ class VectorStoreBase:
 
 
 def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
-    """The cosine of the angle between two vectors; ``-1.0`` when either is all zeros (as
-    the reference's NaN handling).
+    """The cosine of the angle between two vectors; ``-1.0`` when either is all zeros or holds
+    a NaN or an infinity (as the reference's NaN handling: such a record ranks last and never
+    passes a score threshold).  Each vector is scaled by its largest component first, so very
+    small or very large components neither underflow nor overflow.
 
     Raises:
         ValueError: the vectors differ in length.
     """
     if len(left) != len(right):
         raise ValueError(f"vector lengths differ: {len(left)} vs {len(right)}")
-    norm = math.hypot(*left) * math.hypot(*right)
-    if norm == 0.0:
+    scales = [max(map(abs, vector), default=0.0) for vector in (left, right)]
+    if not all(math.isfinite(s) and s > 0.0 for s in scales):
         return -1.0
-    return math.fsum(a * b for a, b in zip(left, right, strict=True)) / norm
+    a = [x / scales[0] for x in left]
+    b = [x / scales[1] for x in right]
+    cosine = math.fsum(x * y for x, y in zip(a, b, strict=True)) / (math.hypot(*a) * math.hypot(*b))
+    return max(-1.0, min(1.0, cosine))
 
 
 def _matches(metadata: Mapping[str, Any], metadata_filter: Mapping[str, Any] | None) -> bool:
