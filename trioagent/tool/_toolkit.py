@@ -319,9 +319,15 @@ class Toolkit:
         """
         accumulated = ToolResponse(id=tool_call.id)
         listener_error: Exception | None = None
+        finished = False
 
         async def outer_emit(chunk: ToolChunk) -> None:
             nonlocal listener_error
+            if finished:
+                raise DeveloperOrientedException(
+                    f"a chunk was emitted for tool call {tool_call.id!r} ({tool_call.name}) "
+                    "after that call returned: a middleware kept its emit"
+                )
             accumulated.append_chunk(chunk)
             if emit is not None:
                 try:
@@ -343,13 +349,14 @@ class Toolkit:
         except Exception as exc:
             if listener_error is not None or _has_developer_error(exc):
                 raise
-            message = _model_readable(exc)
+            await outer_emit(error_chunk(_model_readable(exc)))
+            return accumulated
         else:
             final = copy.deepcopy(result)
             final.id = tool_call.id
             return final
-        await outer_emit(error_chunk(message))
-        return accumulated
+        finally:
+            finished = True  # the call is over: a chunk emitted from now on is a bug
 
     def _layers(self) -> list[ChainLayer]:
         return list(self._middlewares)
