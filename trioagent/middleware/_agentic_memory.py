@@ -248,11 +248,14 @@ def _list_dir(path: str, recursive: bool) -> list[str]:
     if not recursive:
         return sorted(os.listdir(path))
     found: list[str] = []
+    inside = os.path.join(os.path.realpath(path), "")
     for root, _dirs, files in os.walk(path):
         relative = os.path.relpath(root, path)
-        found.extend(
-            name if relative == os.curdir else os.path.join(relative, name) for name in files
-        )
+        for name in files:
+            # A symlinked file may point anywhere: only what really lies inside is listed.
+            if not os.path.realpath(os.path.join(root, name)).startswith(inside):
+                continue
+            found.append(name if relative == os.curdir else os.path.join(relative, name))
     return sorted(found)
 
 
@@ -567,6 +570,8 @@ class AgenticMemoryMiddleware(MiddlewareBase):
                 if not entry_path.startswith(prefix):
                     continue
                 filename, full_path = entry_path[len(prefix) :], entry_path
+            elif entry_path == ".." or entry_path.startswith(("../", "..\\")):
+                continue  # a relative entry leaving the memory directory
             else:
                 filename, full_path = entry_path, backend.join_path(memory_dir, entry_path)
             if not filename.endswith(".md") or filename == MEMORY_INDEX:
