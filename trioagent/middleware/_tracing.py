@@ -277,7 +277,12 @@ class _Trace:
 
     def end(self) -> None:
         if self.span.is_recording():
-            self.span.end()
+            try:
+                self.span.end()
+            except Exception as exc:  # a span processor failing must never fail the reply
+                logger.warning(
+                    "TracingMiddleware: ending a span failed: %s: %s", type(exc).__name__, exc
+                )
 
 
 # -- reply --------------------------------------------------------------------------------------------
