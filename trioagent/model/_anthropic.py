@@ -32,6 +32,7 @@ from ..exception import (
     ModelInvalidRequestError,
     ModelPermissionError,
     ModelRateLimitError,
+    ModelStreamError,
     ModelUpstreamError,
 )
 from ..formatter import FormatterBase
@@ -46,6 +47,7 @@ from ._http import (
     send_request,
     stream_sse,
 )
+from ._openai import _MALFORMED, _list, _malformed, _object, _text
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -200,6 +202,11 @@ class AnthropicStreamParser:
     * ``message_stop`` ends the stream (:attr:`done`); ``ping`` is ignored; ``error`` raises.
 
     Every delta carries the response id and the usage known at that point.
+
+    An event of the wrong shape (a ``message``, ``content_block``, ``delta`` or ``usage``
+    that is not an object, an ``index`` or a token count that is not a number, ...) raises
+    ``ValueError`` (or, for a shape not checked, another of ``_MALFORMED``); the model turns
+    it into a :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
     def __init__(self, start: float, *, redact: Callable[[str], str] | None = None) -> None:
@@ -220,9 +227,9 @@ class AnthropicStreamParser:
         kind = payload.get("type") or event
         match kind:
             case "message_start":
-                message = payload.get("message") or {}
+                message = _object(payload.get("message") or {}, "'message'")
                 self.response_id = message.get("id") or self.response_id
-                self._set_usage(message.get("usage") or {})
+                self._set_usage(_object(message.get("usage") or {}, "'usage'"))
                 return [self._chunk([])]
             case "content_block_start":
                 return self._block_start(payload)
@@ -231,12 +238,11 @@ class AnthropicStreamParser:
             case "content_block_stop":
                 return self._block_stop(payload)
             case "message_delta":
-                delta = payload.get("delta") or {}
-                usage = payload.get("usage")
-                if isinstance(usage, Mapping):
-                    self._set_usage(usage)
+                delta = _object(payload.get("delta") or {}, "'delta'")
+                if (usage := payload.get("usage")) is not None:
+                    self._set_usage(_object(usage, "'usage'"))
                 metadata = {}
-                if isinstance(delta, Mapping) and delta.get("stop_reason"):
+                if delta.get("stop_reason"):
                     metadata["stop_reason"] = delta["stop_reason"]
                 return [self._chunk([], metadata)]
             case "message_stop":
@@ -264,7 +270,7 @@ class AnthropicStreamParser:
 
     def _block_start(self, payload: Mapping[str, Any]) -> list[ChatResponse]:
         index = int(payload.get("index") or 0)
-        raw = payload.get("content_block") or {}
+        raw = _object(payload.get("content_block") or {}, "'content_block'")
         kind = str(raw.get("type") or "")
         match kind:
             case "text" | "thinking":
@@ -275,7 +281,8 @@ class AnthropicStreamParser:
                     return [self._chunk([self._fragment(block, text or "", signature)])]
             case "tool_use":
                 call_id = str(raw.get("id") or f"toolu_{generate_id()}")
-                block = self._blocks[index] = _Block(kind, call_id, str(raw.get("name") or ""))
+                name = _text(raw.get("name"), "a tool call's name") or ""
+                block = self._blocks[index] = _Block(kind, call_id, name)
                 initial = raw.get("input")
                 text = json.dumps(initial, ensure_ascii=False) if initial else ""
                 block.has_input = bool(text)
@@ -297,7 +304,7 @@ class AnthropicStreamParser:
 
     def _block_delta(self, payload: Mapping[str, Any]) -> list[ChatResponse]:
         index = int(payload.get("index") or 0)
-        delta = payload.get("delta") or {}
+        delta = _object(payload.get("delta") or {}, "'delta'")
         delta_type = delta.get("type")
         kind = _DELTA_KINDS.get(str(delta_type))
         block = self._block(index, kind) if kind else None
@@ -347,10 +354,11 @@ class AnthropicStreamParser:
         return ThinkingBlock(thinking=text, id=block.id, extra=extra)
 
     def parse_message(self, body: Mapping[str, Any]) -> ChatResponse:
-        """The complete response of a non-streaming call."""
+        """The complete response of a non-streaming call (a body of the wrong shape raises
+        as :meth:`feed`)."""
         blocks: list[ResponseBlock] = []
-        for raw in body.get("content") or []:
-            match raw.get("type"):
+        for raw in _list(body.get("content"), "'content'"):
+            match _object(raw, "a content block").get("type"):
                 case "text":
                     if text := raw.get("text"):
                         blocks.append(TextBlock(text=str(text)))
@@ -373,7 +381,7 @@ class AnthropicStreamParser:
                     blocks.append(
                         ToolCallBlock(
                             id=str(raw.get("id") or f"toolu_{generate_id()}"),
-                            name=str(raw.get("name") or ""),
+                            name=_text(raw.get("name"), "a tool call's name") or "",
                             input=json.dumps(raw.get("input") or {}, ensure_ascii=False),
                         )
                     )
@@ -603,7 +611,14 @@ class AnthropicChatModel(ChatModelBase):
 
         async def handle(event: ServerSentEvent) -> bool:
             payload = parse_event(event.data, model=self.model, unit="event", redact=self._redact)
-            for chunk in parser.feed(payload, event.event):
+            try:
+                chunks = parser.feed(payload, event.event)
+            except _MALFORMED as exc:
+                # From None: the parser's exception may quote the event unredacted.
+                raise ModelStreamError(
+                    _malformed("event", self.model, event.data, exc, self._redact)
+                ) from None
+            for chunk in chunks:
                 await send.send(chunk)
             return parser.done
 
@@ -623,7 +638,14 @@ class AnthropicChatModel(ChatModelBase):
         payload = response_json(response, model=self.model, redact=self._redact)
         if payload.get("type") == "error":
             raise stream_error(payload, redact=self._redact)
-        return parser.parse_message(payload)
+        try:
+            return parser.parse_message(payload)
+        except _MALFORMED as exc:
+            # Not retried: the provider would answer the same way.
+            raise ModelUpstreamError(
+                _malformed("response", self.model, response.text, exc, self._redact),
+                retryable=False,
+            ) from None
 
 
 class MiniMaxChatModel(AnthropicChatModel):

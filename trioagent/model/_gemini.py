@@ -57,12 +57,14 @@ from ._accumulator import StreamAccumulator
 from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
 from ._http import (
     error_from_response,
+    excerpt,
     incomplete_stream_error,
     parse_event,
     send_request,
     stream_sse,
 )
 from ._json_repair import flatten_json_schema
+from ._openai import _MALFORMED, _list, _malformed, _object
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -283,8 +285,9 @@ def gemini_error(
 
 
 def _usage(meta: Any, elapsed: float) -> ChatUsage | None:
-    if not isinstance(meta, dict):
+    if meta is None:
         return None
+    meta = _object(meta, "'usageMetadata'")
     prompt = meta.get("promptTokenCount")
     total = meta.get("totalTokenCount")
     if prompt is None or total is None:
@@ -322,6 +325,12 @@ class GeminiStreamParser:
     One parser per call: it fixes the text and thinking block ids (one block of each per call,
     as the reference), keeps the last usage reported, and records whether the response
     finished (:attr:`finished`: a ``finishReason`` or a blocked prompt).
+
+    A response of the wrong shape (``candidates`` or ``parts`` not a list, a candidate, its
+    ``content``, a part, a ``functionCall``, its ``args`` or ``usageMetadata`` not an object,
+    a token count that is not a number, ...) raises ``ValueError`` (or, for a shape not
+    checked, another of ``_MALFORMED``); the model turns it into a
+    :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
     def __init__(self, start: float) -> None:
@@ -341,11 +350,12 @@ class GeminiStreamParser:
             self.usage = usage
         blocks: list[ResponseBlock] = []
         metadata: dict[str, Any] = {}
-        candidates = chunk.get("candidates") or []
-        if candidates and isinstance(candidate := candidates[0], dict):
-            content = candidate.get("content") or {}
-            for part in content.get("parts") or [] if isinstance(content, dict) else []:
-                if isinstance(part, dict) and (block := self._block(part)) is not None:
+        candidates = _list(chunk.get("candidates"), "'candidates'")
+        if candidates:
+            candidate = _object(candidates[0], "'candidates[0]'")
+            content = _object(candidate.get("content") or {}, "a candidate's 'content'")
+            for part in _list(content.get("parts"), "'parts'"):
+                if (block := self._block(_object(part, "a part"))) is not None:
                     blocks.append(block)
             if candidate.get("finishReason"):
                 metadata["finish_reason"] = candidate["finishReason"]
@@ -365,7 +375,8 @@ class GeminiStreamParser:
         return None
 
     def _block(self, part: dict[str, Any]) -> ResponseBlock | None:
-        if isinstance(call := part.get("functionCall"), dict):
+        if (call := part.get("functionCall")) is not None:
+            call = _object(call, "'functionCall'")
             signature = part.get("thoughtSignature")
             if isinstance(signature, str) and signature:
                 call_id = _signature_id(signature)
@@ -374,7 +385,9 @@ class GeminiStreamParser:
             return ToolCallBlock(
                 id=call_id,
                 name=call.get("name") or "unknown",
-                input=json.dumps(call.get("args") or {}, ensure_ascii=False),
+                input=json.dumps(
+                    _object(call.get("args") or {}, "'functionCall.args'"), ensure_ascii=False
+                ),
             )
         text = part.get("text")
         if isinstance(text, str) and text:
@@ -555,7 +568,14 @@ class GeminiChatModel(ChatModelBase):
 
         async def handle(event: ServerSentEvent) -> bool:
             payload = self._decode(event.data)
-            if (delta := parser.parse(payload)) is not None:
+            try:
+                delta = parser.parse(payload)
+            except _MALFORMED as exc:
+                # From None: the parser's exception may quote the chunk unredacted.
+                raise ModelStreamError(
+                    _malformed("chunk", self.model, event.data, exc, self._redact)
+                ) from None
+            if delta is not None:
                 await send.send(delta)
             return False  # no terminator: the stream ends with the body
 
@@ -588,6 +608,14 @@ class GeminiChatModel(ChatModelBase):
             payload = self._decode(response.text)
         except ModelStreamError as exc:
             raise ModelUpstreamError(
-                f"the response of {self.model!r} is not a JSON object: {response.text[:200]!r}"
+                f"the response of {self.model!r} is not a JSON object: "
+                f"{excerpt(response.text, self._redact)}"
             ) from exc
-        return parser.parse_response(payload)
+        try:
+            return parser.parse_response(payload)
+        except _MALFORMED as exc:
+            # Not retried: the provider would answer the same way.
+            raise ModelUpstreamError(
+                _malformed("response", self.model, response.text, exc, self._redact),
+                retryable=False,
+            ) from None

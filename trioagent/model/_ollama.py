@@ -27,7 +27,7 @@ import trio
 
 from .._ids import generate_id
 from ..credential import OllamaCredential
-from ..exception import ModelError, ModelStreamError
+from ..exception import ModelError, ModelStreamError, ModelUpstreamError
 from ..formatter import FormatterBase, OllamaChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
@@ -41,6 +41,7 @@ from ._http import (
     response_json,
     send_request,
 )
+from ._openai import _MALFORMED, _list, _malformed, _object, _text
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 
 __all__ = [
@@ -134,6 +135,11 @@ class OllamaStreamParser:
     ids are not used for replay (the formatter sends ``tool_name`` back, not ids).  Every line
     becomes a delta carrying ``usage`` (``prompt_eval_count``/``eval_count``, 0 until the
     last line reports them); lines without content are carriers, absorbed by the base class.
+
+    A line of the wrong shape (``message``, a tool call or its ``function`` not an object,
+    ``tool_calls`` not a list, a name that is not a string, a count that is not a number, ...)
+    raises ``ValueError`` (or, for a shape not checked, another of ``_MALFORMED``); the model
+    turns it into a :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
     def __init__(self, start: float) -> None:
@@ -151,14 +157,13 @@ class OllamaStreamParser:
         text = message.get("content")
         if isinstance(text, str) and text:
             blocks.append(TextBlock(text=text, id=self.text_id if stream else generate_id()))
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
-                function = {}
+        for call in _list(message.get("tool_calls"), "'tool_calls'"):
+            call = _object(call, "a tool call")
+            function = _object(call.get("function") or {}, "a tool call's 'function'")
             blocks.append(
                 ToolCallBlock(
                     id=generate_id(),
-                    name=str(function.get("name") or ""),
+                    name=_text(function.get("name"), "a tool call's name") or "",
                     input=_arguments_text(function.get("arguments")),
                 )
             )
@@ -182,7 +187,7 @@ class OllamaStreamParser:
         """The delta for one line (a carrier when it holds no content)."""
         message = chunk.get("message")
         return ChatResponse(
-            content=self._blocks(message if isinstance(message, dict) else {}, stream=True),
+            content=self._blocks(_object(message or {}, "'message'"), stream=True),
             is_last=False,
             id=self.response_id,
             usage=self._usage(chunk),
@@ -197,7 +202,7 @@ class OllamaStreamParser:
         if body.get("prompt_eval_count") is not None and body.get("eval_count") is not None:
             usage = self._usage(body)
         return ChatResponse(
-            content=self._blocks(message if isinstance(message, dict) else {}, stream=False),
+            content=self._blocks(_object(message or {}, "'message'"), stream=False),
             is_last=True,
             id=self.response_id,
             usage=usage,
@@ -353,7 +358,14 @@ class OllamaChatModel(ChatModelBase):
 
         async def handle(line: str) -> bool:
             payload = self._decode(line)
-            await send.send(parser.parse(payload))
+            try:
+                delta = parser.parse(payload)
+            except _MALFORMED as exc:
+                # From None: the parser's exception may quote the line unredacted.
+                raise ModelStreamError(
+                    _malformed("line", self.model, line, exc, self._redact)
+                ) from None
+            await send.send(delta)
             return bool(payload.get("done"))
 
         response = await self._send(request, stream=True)
@@ -381,7 +393,14 @@ class OllamaChatModel(ChatModelBase):
         payload = response_json(response, model=self.model, retryable=False, redact=self._redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
-        return parser.parse_completion(payload)
+        try:
+            return parser.parse_completion(payload)
+        except _MALFORMED as exc:
+            # Not retried: the provider would answer the same way.
+            raise ModelUpstreamError(
+                _malformed("response", self.model, response.text, exc, self._redact),
+                retryable=False,
+            ) from None
 
     def _is_structured_output_fallback_error(self, exc: Exception) -> bool:
         """None for Ollama (reference §1.6): a rejected request is raised, not worked around."""

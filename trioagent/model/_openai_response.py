@@ -25,7 +25,7 @@ import trio
 
 from .._ids import generate_id
 from ..credential import OpenAICredential
-from ..exception import ModelUpstreamError
+from ..exception import ModelStreamError, ModelUpstreamError
 from ..formatter import FormatterBase, OpenAIResponseFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
@@ -39,7 +39,7 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._openai import ReasoningEffort
+from ._openai import _MALFORMED, ReasoningEffort, _list, _malformed, _object, _text
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -74,6 +74,15 @@ def _drop_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_none(v) for v in value]
     return value
+
+
+def _usage_of(response: dict[str, Any], elapsed: float) -> ChatUsage | None:
+    """The usage of a response object (``None`` when absent or empty)."""
+    raw = response.get("usage")
+    if raw is None:
+        return None
+    raw = _object(raw, "'usage'")
+    return _usage(raw, elapsed) if raw else None
 
 
 def _usage(raw: dict[str, Any], elapsed: float) -> ChatUsage:
@@ -131,6 +140,12 @@ class OpenAIResponseStreamParser:
     function call is keyed by its ``call_id`` (which becomes the tool-call block id).  Every
     chunk carries one locally generated response id (the reference's behaviour); the upstream
     ``resp_...`` id is kept in the final chunk's ``metadata["response_id"]``.
+
+    An event of the wrong shape (a ``delta`` that is not a string, an index that is not a
+    number, an ``item``, ``response`` or ``usage`` that is not an object, ``output`` not a
+    list of objects, ...) raises ``ValueError`` (or, for a shape not checked, another of
+    ``_MALFORMED``); the model turns it into a
+    :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
     def __init__(self, start: float) -> None:
@@ -161,21 +176,21 @@ class OpenAIResponseStreamParser:
             case "response.reasoning_text.delta":
                 return self._thinking(payload, "content_index")
             case "response.output_text.delta" | "response.refusal.delta":
-                delta = payload.get("delta")
-                if not isinstance(delta, str) or not delta:
+                delta = _text(payload.get("delta"), "'delta'")
+                if not delta:
                     return None
                 key = (str(payload.get("item_id") or ""), int(payload.get("content_index") or 0))
                 block_id = self.text_ids.setdefault(key, generate_id())
                 return self._delta([TextBlock(text=delta, id=block_id)])
             case "response.output_item.added":
-                item = payload.get("item")
-                if isinstance(item, dict) and item.get("type") == "function_call":
+                item = _object(payload.get("item") or {}, "'item'")
+                if item.get("type") == "function_call":
                     self._remember_call(item)
                 return None
             case "response.function_call_arguments.delta":
-                delta = payload.get("delta")
+                delta = _text(payload.get("delta"), "'delta'")
                 call = self.calls.get(str(payload.get("item_id")))
-                if call is None or not isinstance(delta, str) or not delta:
+                if call is None or not delta:
                     return None
                 self.calls_sent.add(str(payload.get("item_id")))
                 return self._delta([ToolCallBlock(id=call[0], name=call[1], input=delta)])
@@ -189,13 +204,12 @@ class OpenAIResponseStreamParser:
                 return self._delta([ToolCallBlock(id=call[0], name=call[1], input=arguments)])
             case "response.completed" | "response.incomplete":
                 self.done = True
-                response = payload.get("response")
-                return self._finish(response if isinstance(response, dict) else {})
+                return self._finish(_object(payload.get("response") or {}, "'response'"))
         return None
 
     def _thinking(self, payload: dict[str, Any], index_key: str) -> ChatResponse | None:
-        delta = payload.get("delta")
-        if not isinstance(delta, str) or not delta:
+        delta = _text(payload.get("delta"), "'delta'")
+        if not delta:
             return None
         item_ids = self.thinking_ids.setdefault(str(payload.get("item_id") or ""), {})
         key = (str(payload["type"]), int(payload.get(index_key) or 0))
@@ -206,17 +220,17 @@ class OpenAIResponseStreamParser:
         item_id = str(item.get("id") or "")
         if item_id not in self.calls:
             call_id = item.get("call_id") or item_id or f"call_{generate_id()}"
-            self.calls[item_id] = (str(call_id), str(item.get("name") or "unknown"))
+            name = _text(item.get("name"), "a function call's name") or "unknown"
+            self.calls[item_id] = (str(call_id), name)
 
     def _finish(self, response: dict[str, Any]) -> ChatResponse:
         """Usage, the reasoning-item extras on every thinking block of each reasoning item,
         and any function call whose arguments were never streamed."""
-        if isinstance(response.get("usage"), dict) and response["usage"]:
-            self.usage = _usage(response["usage"], trio.current_time() - self.start)
+        if (usage := _usage_of(response, trio.current_time() - self.start)) is not None:
+            self.usage = usage
         blocks: list[ResponseBlock] = []
-        for item in response.get("output") or []:
-            if not isinstance(item, dict):
-                continue
+        for item in _list(response.get("output"), "'output'"):
+            item = _object(item, "an output item")
             if item.get("type") == "reasoning" and item.get("id"):
                 item_id = str(item["id"])
                 extras = {"reasoning_item_id": item_id, "reasoning_item_raw": _drop_none(item)}
@@ -251,18 +265,17 @@ class OpenAIResponseStreamParser:
         )
 
     def parse_response(self, body: dict[str, Any]) -> ChatResponse:
-        """The complete response of a non-streaming call."""
+        """The complete response of a non-streaming call (a body of the wrong shape raises
+        as :meth:`parse`)."""
         blocks: list[ResponseBlock] = []
-        for item in body.get("output") or []:
-            if not isinstance(item, dict):
-                continue
+        for item in _list(body.get("output"), "'output'"):
+            item = _object(item, "an output item")
             match item.get("type"):
                 case "reasoning":
                     blocks.extend(_reasoning_blocks(item))
                 case "message":
-                    for part in item.get("content") or []:
-                        if not isinstance(part, dict):
-                            continue
+                    for part in _list(item.get("content"), "a message's 'content'"):
+                        part = _object(part, "a content part")
                         if part.get("type") == "output_text":
                             blocks.append(TextBlock(text=str(part.get("text") or "")))
                         elif part.get("type") == "refusal":
@@ -277,9 +290,7 @@ class OpenAIResponseStreamParser:
                             input=item.get("arguments") or "{}",
                         )
                     )
-        usage = None
-        if isinstance(body.get("usage"), dict) and body["usage"]:
-            usage = _usage(body["usage"], trio.current_time() - self.start)
+        usage = _usage_of(body, trio.current_time() - self.start)
         return ChatResponse(
             content=blocks,
             is_last=True,
@@ -294,12 +305,12 @@ def _reasoning_blocks(item: dict[str, Any]) -> list[ThinkingBlock]:
     (one empty block when it has neither), each carrying the item for replay."""
     texts = [
         str(part.get("text") or "")
-        for part in item.get("summary") or []
+        for part in _list(item.get("summary"), "a reasoning item's 'summary'")
         if isinstance(part, dict) and part.get("type") == "summary_text"
     ]
     texts += [
         str(part.get("text") or "")
-        for part in item.get("content") or []
+        for part in _list(item.get("content"), "a reasoning item's 'content'")
         if isinstance(part, dict) and part.get("type") == "reasoning_text"
     ]
     if not item.get("id"):
@@ -446,7 +457,14 @@ class OpenAIResponseModel(ChatModelBase):
             payload = parse_event(data, model=self.model, unit="event", redact=self._redact)
             if "type" not in payload and event.event != "message":
                 payload["type"] = event.event
-            if (delta := parser.parse(payload, redact=self._redact)) is not None:
+            try:
+                delta = parser.parse(payload, redact=self._redact)
+            except _MALFORMED as exc:
+                # From None: the parser's exception may quote the event unredacted.
+                raise ModelStreamError(
+                    _malformed("event", self.model, data, exc, self._redact)
+                ) from None
+            if delta is not None:
                 await send.send(delta)
             return parser.done
 
@@ -469,4 +487,11 @@ class OpenAIResponseModel(ChatModelBase):
             raise error_from_payload(
                 {"error": payload.get("error") or "the response failed"}, redact=self._redact
             )
-        return parser.parse_response(payload)
+        try:
+            return parser.parse_response(payload)
+        except _MALFORMED as exc:
+            # Not retried: the provider would answer the same way.
+            raise ModelUpstreamError(
+                _malformed("response", self.model, response.text, exc, self._redact),
+                retryable=False,
+            ) from None
