@@ -47,7 +47,7 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._openai import _MALFORMED, _list, _malformed, _object, _text
+from ._openai import _MALFORMED, _list, _malformed, _object, _text, parse_whole_body
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -638,14 +638,9 @@ class AnthropicChatModel(ChatModelBase):
         payload = response_json(response, model=self.model, redact=self._redact)
         if payload.get("type") == "error":
             raise stream_error(payload, redact=self._redact)
-        try:
-            return parser.parse_message(payload)
-        except _MALFORMED as exc:
-            # Not retried: the provider would answer the same way.
-            raise ModelUpstreamError(
-                _malformed("response", self.model, response.text, exc, self._redact),
-                retryable=False,
-            ) from None
+        return parse_whole_body(
+            parser.parse_message, payload, model=self.model, text=response.text, redact=self._redact
+        )
 
 
 class MiniMaxChatModel(AnthropicChatModel):

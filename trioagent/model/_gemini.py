@@ -64,7 +64,7 @@ from ._http import (
     stream_sse,
 )
 from ._json_repair import flatten_json_schema
-from ._openai import _MALFORMED, _list, _malformed, _object
+from ._openai import _MALFORMED, _list, _malformed, _object, parse_whole_body
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -611,11 +611,10 @@ class GeminiChatModel(ChatModelBase):
                 f"the response of {self.model!r} is not a JSON object: "
                 f"{excerpt(response.text, self._redact)}"
             ) from exc
-        try:
-            return parser.parse_response(payload)
-        except _MALFORMED as exc:
-            # Not retried: the provider would answer the same way.
-            raise ModelUpstreamError(
-                _malformed("response", self.model, response.text, exc, self._redact),
-                retryable=False,
-            ) from None
+        return parse_whole_body(
+            parser.parse_response,
+            payload,
+            model=self.model,
+            text=response.text,
+            redact=self._redact,
+        )

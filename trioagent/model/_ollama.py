@@ -27,7 +27,7 @@ import trio
 
 from .._ids import generate_id
 from ..credential import OllamaCredential
-from ..exception import ModelError, ModelStreamError, ModelUpstreamError
+from ..exception import ModelError, ModelStreamError
 from ..formatter import FormatterBase, OllamaChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
@@ -41,7 +41,7 @@ from ._http import (
     response_json,
     send_request,
 )
-from ._openai import _MALFORMED, _list, _malformed, _object, _text
+from ._openai import _MALFORMED, _list, _malformed, _object, _text, parse_whole_body
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 
 __all__ = [
@@ -393,14 +393,13 @@ class OllamaChatModel(ChatModelBase):
         payload = response_json(response, model=self.model, retryable=False, redact=self._redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
-        try:
-            return parser.parse_completion(payload)
-        except _MALFORMED as exc:
-            # Not retried: the provider would answer the same way.
-            raise ModelUpstreamError(
-                _malformed("response", self.model, response.text, exc, self._redact),
-                retryable=False,
-            ) from None
+        return parse_whole_body(
+            parser.parse_completion,
+            payload,
+            model=self.model,
+            text=response.text,
+            redact=self._redact,
+        )
 
     def _is_structured_output_fallback_error(self, exc: Exception) -> bool:
         """None for Ollama (reference §1.6): a rejected request is raised, not worked around."""

@@ -521,15 +521,30 @@ def _parse_completion(
     model: str,
     redact: Callable[[str], str],
 ) -> ChatResponse:
-    """``parser.parse_completion(payload)``; a body of the wrong shape is a
-    :class:`~trioagent.exception.ModelUpstreamError` naming the model (not retried: the
-    provider would answer the same way)."""
+    """``parser.parse_completion(payload)``, with :func:`parse_whole_body`'s error."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return parse_whole_body(
+        parser.parse_completion, payload, unit="completion", model=model, text=text, redact=redact
+    )
+
+
+def parse_whole_body(
+    parse: Callable[[dict[str, Any]], ChatResponse],
+    payload: dict[str, Any],
+    *,
+    model: str,
+    text: str,
+    redact: Callable[[str], str],
+    unit: str = "response",
+) -> ChatResponse:
+    """``parse(payload)`` for a non-streamed answer; a body of the wrong shape is a
+    :class:`~trioagent.exception.ModelUpstreamError` naming the model with a redacted excerpt
+    of ``text`` (not retried: the provider would answer the same way)."""
     try:
-        return parser.parse_completion(payload)
+        return parse(payload)
     except _MALFORMED as exc:
-        text = json.dumps(payload, ensure_ascii=False, default=str)
         raise ModelUpstreamError(
-            _malformed("completion", model, text, exc, redact), retryable=False
+            _malformed(unit, model, text, exc, redact), retryable=False
         ) from None
 
 

@@ -39,7 +39,15 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._openai import _MALFORMED, ReasoningEffort, _list, _malformed, _object, _text
+from ._openai import (
+    _MALFORMED,
+    ReasoningEffort,
+    _list,
+    _malformed,
+    _object,
+    _text,
+    parse_whole_body,
+)
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 
@@ -487,11 +495,10 @@ class OpenAIResponseModel(ChatModelBase):
             raise error_from_payload(
                 {"error": payload.get("error") or "the response failed"}, redact=self._redact
             )
-        try:
-            return parser.parse_response(payload)
-        except _MALFORMED as exc:
-            # Not retried: the provider would answer the same way.
-            raise ModelUpstreamError(
-                _malformed("response", self.model, response.text, exc, self._redact),
-                retryable=False,
-            ) from None
+        return parse_whole_body(
+            parser.parse_response,
+            payload,
+            model=self.model,
+            text=response.text,
+            redact=self._redact,
+        )
