@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -22,59 +21,17 @@ from agent_kit import (
     tool_calls,
     user,
 )
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from tracing_kit import Otel, new_otel
 
 from trioagent.agent import Agent, ModelConfig
 from trioagent.middleware import TracingMiddleware
 from trioagent.testing import SweepRun, cancel_sweep, text_chunks
 from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason
-
-
-class OpenSpans(SpanProcessor):
-    def __init__(self) -> None:
-        self.open: dict[int, str] = {}
-        self.started = 0
-
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        self.started += 1
-        self.open[span.context.span_id] = span.name
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.open.pop(span.context.span_id, None)
-
-
-@attrs.define
-class Otel:
-    provider: TracerProvider
-    exporter: InMemorySpanExporter
-    tracker: OpenSpans
-
-    def spans(self, prefix: str = "") -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
-
-    def one(self, prefix: str) -> ReadableSpan:
-        found = self.spans(prefix)
-        assert len(found) == 1, [s.name for s in self.exporter.get_finished_spans()]
-        return found[0]
-
-    def reset(self) -> None:
-        self.exporter.clear()
-        self.tracker.open.clear()
-
-
-def new_otel(*extra: SpanProcessor) -> Otel:
-    exporter = InMemorySpanExporter()
-    tracker = OpenSpans()
-    provider = TracerProvider()
-    provider.add_span_processor(tracker)
-    for processor in extra:
-        provider.add_span_processor(processor)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return Otel(provider, exporter, tracker)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -30,10 +29,9 @@ from agent_kit import (
     user,
 )
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+from tracing_kit import Otel, new_otel
 
 from trioagent.agent import Agent, ModelConfig
 from trioagent.credential import OpenAICredential
@@ -61,48 +59,9 @@ FAKE_KEY = "sk-FAKEKEY-0123456789abcdef"
 FAKE_URL_PASSWORD = "pw-FAKEURLSECRET-42"
 
 
-class OpenSpans(SpanProcessor):
-    """Tracks the spans started and not yet ended."""
-
-    def __init__(self) -> None:
-        self.open: dict[int, str] = {}
-        self.started = 0
-
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        self.started += 1
-        self.open[span.context.span_id] = span.name
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.open.pop(span.context.span_id, None)
-
-
-@attrs.define
-class Otel:
-    provider: TracerProvider
-    exporter: InMemorySpanExporter
-    tracker: OpenSpans
-
-    def spans(self, prefix: str = "") -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
-
-    def one(self, prefix: str) -> ReadableSpan:
-        found = self.spans(prefix)
-        assert len(found) == 1, [s.name for s in self.exporter.get_finished_spans()]
-        return found[0]
-
-    def reset(self) -> None:
-        self.exporter.clear()
-        self.tracker.open.clear()
-
-
 @pytest.fixture
 def otel() -> Otel:
-    exporter = InMemorySpanExporter()
-    tracker = OpenSpans()
-    provider = TracerProvider()
-    provider.add_span_processor(tracker)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return Otel(provider, exporter, tracker)
+    return new_otel()
 
 
 def attr(span: ReadableSpan, key: str) -> Any:
