@@ -69,7 +69,7 @@ __all__ = [
 CLOSE_GRACE = 5.0
 #: Seconds a body may take to end after its terminator (``data: [DONE]``) before the call
 #: returns without it, dropping the connection instead of pooling it.
-DRAIN_GRACE = 0.25
+DRAIN_GRACE = 1.0
 
 _Redact = Callable[[str], str]
 _T = TypeVar("_T")
