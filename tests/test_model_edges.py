@@ -7,8 +7,10 @@ here.  The agent's own retries and fallback model (``ModelConfig``) are driven t
 
 Tests measuring backoff sleeps use ``autojump_clock`` and give the model no read or connect
 timeout (``NO_NET_DEADLINE``), so an autojump can never fire a network deadline while data is
-in flight on loopback (see tests/test_cancel_sweep_http.py); a test that needs httpx's read
-timeout runs on the real clock with deadlines of a fraction of a second.
+in flight on loopback (see tests/test_cancel_sweep_http.py).  A test that needs httpx's read
+timeout to fire runs on the real clock with a deadline of a fraction of a second, against a
+server that stalls for good; one that needs data to arrive *before* a read timeout uses mock
+time, where the order of the two is fixed.
 """
 
 from __future__ import annotations
@@ -621,7 +623,11 @@ async def test_sse_split_at_every_byte_of_the_response(nursery: trio.Nursery) ->
 # -- read timeout vs a slow but alive stream -------------------------------------------------
 
 
-async def test_keepalive_comments_keep_a_slow_stream_alive(nursery: trio.Nursery) -> None:
+async def test_keepalive_comments_keep_a_slow_stream_alive(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Mock time: the server's 40 ms gaps always come before the 150 ms read timeout (on the
+    real clock a loaded machine could stretch a gap past it)."""
     raw = await start_raw(nursery)
     content = f"data: {json.dumps(chunk({'content': 'late'}))}\n\ndata: [DONE]\n\n".encode()
     plan: list[Any] = [sse_head()]
