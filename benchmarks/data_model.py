@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 import trioagent
 from trioagent import event as ev
-from trioagent._ids import generate_id, generate_timestamp
+from trioagent._core.ids import generate_id, generate_timestamp
 from trioagent.event import AgentEvent
 from trioagent.message import ToolResultState
 from trioagent.serialization import dumps, loads

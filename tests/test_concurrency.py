@@ -1,4 +1,4 @@
-"""The structured-concurrency helpers of trioagent/_concurrency.py, tested directly and
+"""The structured-concurrency helpers of trioagent/_core/concurrency.py, tested directly and
 adversarially: ``unwrap_group`` and ``is_cancellation`` on flat and nested groups, and
 ``PullStream`` (the pull form ``next_handler.stream()``, DESIGN.md §3) under producer errors,
 early exits, puller errors and cancellation at every schedule point (DESIGN.md §4, rules 1, 3
@@ -15,7 +15,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from trioagent._concurrency import (
+from trioagent._core.concurrency import (
     EndSettler,
     PullStream,
     is_cancellation,

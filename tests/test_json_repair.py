@@ -1,4 +1,4 @@
-"""Lenient JSON for model output (trioagent/model/_json_repair.py).
+"""Lenient JSON for model output (trioagent/_json_repair.py).
 
 ``json_loads_with_repair`` follows the reference's ``_json_loads_with_repair``
 (reference/model.md §1.6, tools_middleware.md §5.5 step 3): blank → ``{}``, a valid object is
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from trioagent._json_repair import MAX_REPAIR_CHARS
 from trioagent.exception import ToolJSONDecodeError
 from trioagent.model import flatten_json_schema, json_loads_with_repair
-from trioagent.model._json_repair import MAX_REPAIR_CHARS
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

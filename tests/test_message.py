@@ -12,7 +12,7 @@ import attrs
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from trioagent import _ids
+from trioagent._core import ids as _ids
 from trioagent._rules import PermissionBehavior, PermissionRule
 from trioagent.event import (
     AgentEvent,

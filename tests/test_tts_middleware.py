@@ -16,7 +16,7 @@ import trio.testing
 from agent_helpers import Recorder, make_agent, user
 from tts_kit import PCM, ChannelRealtimeTTS, DirectRealtimeTTS, FakeTTS
 
-from trioagent._ids import set_id_factory
+from trioagent._core.ids import set_id_factory
 from trioagent.agent import Agent
 from trioagent.event import (
     AgentEvent,

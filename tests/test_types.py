@@ -10,7 +10,8 @@ from datetime import datetime
 import attrs
 import pytest
 
-from trioagent import _ids, types
+from trioagent import types
+from trioagent._core import ids as _ids
 from trioagent.event import ReplyStartEvent
 from trioagent.message import TextBlock
 from trioagent.types import (

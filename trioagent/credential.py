@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import attrs
 
-from ._ids import generate_id
+from ._core.ids import generate_id
 from .exception import ModelCredentialError
 
 __all__ = [

@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from ._ids import generate_id, generate_timestamp, set_id_factory, set_timestamp_factory
+from ._core.ids import generate_id, generate_timestamp, set_id_factory, set_timestamp_factory
 
 __all__ = [
     "ErrorInfo",

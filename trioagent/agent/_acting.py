@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._concurrency import is_cancellation, reraise_unwrapped
+from .._core.concurrency import is_cancellation, reraise_unwrapped
 from ..event import (
     AgentEvent,
     CustomEvent,
@@ -404,7 +404,7 @@ async def write_result(
 ) -> None:
     """Store a result (finishing the call) and emit its end event."""
     if result.finished_at is None:
-        from .._ids import generate_timestamp
+        from .._core.ids import generate_timestamp
 
         result.finished_at = generate_timestamp()
     writer.write(call, result)
@@ -586,7 +586,7 @@ def close_calls_left_by_a_snapshot(agent: Agent) -> None:
     calls = agent.state.get_unfinished_tool_calls(agent.name)
     if not calls:
         return
-    from .._ids import generate_timestamp
+    from .._core.ids import generate_timestamp
 
     logger.warning(
         "closing %d tool call(s) of reply %s that never ended (a state saved mid-reply)",

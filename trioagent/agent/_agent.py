@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._concurrency import is_cancellation
+from .._core.concurrency import is_cancellation
 from ..event import (
     AgentEvent,
     EventBase,
@@ -889,7 +889,7 @@ class Agent:
 
 
 def _now() -> str:
-    from .._ids import generate_timestamp
+    from .._core.ids import generate_timestamp
 
     return generate_timestamp()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._concurrency import is_cancellation, reraise_unwrapped, unwrap_group
+from .._core.concurrency import is_cancellation, reraise_unwrapped, unwrap_group
 from ..event import HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState

@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from .._concurrency import is_cancellation
+from .._core.concurrency import is_cancellation
 from ..event import ReplyEndEvent, ReplyStartEvent
 from ..message import Msg
 from ..types import ReplyFinishedReason

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from .._ids import generate_id, generate_timestamp
+from .._core.ids import generate_id, generate_timestamp
 from ..message import (
     ContentBlock,
     DataBlock,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._concurrency import reraise_unwrapped
+from .._core.concurrency import reraise_unwrapped
 from ..event import AgentEvent
 from ..message import Msg
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import OpenAICredential
 from ..exception import ModelTimeoutError
 from ..message import Base64Source, DataBlock, TextBlock

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from .._ids import generate_id, generate_timestamp
+from .._core.ids import generate_id, generate_timestamp
 
 __all__ = [
     "Answer",

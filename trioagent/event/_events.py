@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from .._ids import generate_id, generate_timestamp
+from .._core.ids import generate_id, generate_timestamp
 from .._rules import PermissionRule
 from ..message._blocks import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from ..types import ErrorInfo, FinishedReason, ReplyFinishedReason

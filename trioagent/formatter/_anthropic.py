@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
     Base64Source,
@@ -35,7 +36,6 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..model._json_repair import json_loads_with_repair
 from ._base import FormatterBase, MultiAgentFormatterBase
 
 __all__ = ["AnthropicChatFormatter", "AnthropicMultiAgentFormatter", "MiniMaxChatFormatter"]

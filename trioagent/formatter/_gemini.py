@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
     DataBlock,
@@ -45,8 +46,6 @@ THOUGHT_SIGNATURE_PREFIX = "gemini_ts:"
 
 
 def _json_args(block: ToolCallBlock) -> dict[str, Any]:
-    # Imported here: trioagent.model imports this package at import time.
-    from ..model._json_repair import json_loads_with_repair
 
     try:
         return json_loads_with_repair(block.input or "{}")

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
     DataBlock,
@@ -67,8 +68,6 @@ def _arguments(block: ToolCallBlock) -> dict[str, Any]:
     with a warning, so one malformed call in the history does not make every later request
     of the conversation fail.
     """
-    # Imported here: trioagent.model imports the formatters (an import cycle at module level).
-    from ..model._json_repair import json_loads_with_repair
 
     try:
         return json_loads_with_repair(block.input or "{}")

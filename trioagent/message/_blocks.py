@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from .._ids import generate_id, generate_timestamp
+from .._core.ids import generate_id, generate_timestamp
 from .._rules import PermissionRule
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 import attrs
 
-from .._ids import generate_id, generate_timestamp
+from .._core.ids import generate_id, generate_timestamp
 from ..types import ErrorInfo, ReplyFinishedReason
 from ._blocks import (
     CONTENT_BLOCK_TYPES,

@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 import trio
 
-from .._concurrency import reraise_unwrapped
+from .._core.concurrency import reraise_unwrapped
 from ..message import HintBlock, Msg, SystemMsg, UserMsg
 from ..model import ChatModelBase
 from ._base import MiddlewareBase

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .._concurrency import EndSettler, PullStream
+from .._core.concurrency import EndSettler, PullStream
 
 __all__ = [
     "AwaitHandler",

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import trio
 
-from .._concurrency import reraise_unwrapped
+from .._core.concurrency import reraise_unwrapped
 from ..event import (
     ExternalExecutionResultEvent,
     ReplyStartEvent,

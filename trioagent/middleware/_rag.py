@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
+from .._core.gather import gather
 from ..event import HintBlockEvent, ReplyStartEvent
 from ..message import ContentBlock, DataBlock, HintBlock, Msg, TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionDecision
-from ..rag._gather import gather
 from ..serialization import structure, unstructure
 from ..tool import ToolBase, ToolChunk
 from ._base import MiddlewareBase

@@ -38,8 +38,8 @@ from typing import Any
 
 import trio
 
-from .._concurrency import raise_as_is
-from .._ids import generate_id
+from .._core.concurrency import raise_as_is
+from .._core.ids import generate_id
 from ..event import (
     CustomEvent,
     DataBlockDeltaEvent,

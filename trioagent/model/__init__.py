@@ -1,5 +1,9 @@
 """Chat models: the provider-independent base, responses, and the provider clients."""
 
+from .._json_repair import (
+    flatten_json_schema as flatten_json_schema,
+    json_loads_with_repair as json_loads_with_repair,
+)
 from ._accumulator import StreamAccumulator as StreamAccumulator
 from ._anthropic import (
     AnthropicChatModel as AnthropicChatModel,
@@ -24,10 +28,6 @@ from ._deepseek import (
 from ._gemini import (
     GeminiChatModel as GeminiChatModel,
     GeminiChatParameters as GeminiChatParameters,
-)
-from ._json_repair import (
-    flatten_json_schema as flatten_json_schema,
-    json_loads_with_repair as json_loads_with_repair,
 )
 from ._moonshot import (
     MoonshotChatModel as MoonshotChatModel,

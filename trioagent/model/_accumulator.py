@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..message._blocks import (
     Base64Source,
     DataBlock,

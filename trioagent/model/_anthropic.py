@@ -24,7 +24,7 @@ import attrs
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import AnthropicCredential, CredentialBase, MiniMaxCredential
 from ..exception import (
     ModelAuthenticationError,

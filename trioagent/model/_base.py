@@ -32,8 +32,9 @@ import httpx
 import jsonschema
 import trio
 
-from .._concurrency import reraise_unwrapped
-from .._ids import generate_id, generate_timestamp
+from .._core.concurrency import reraise_unwrapped
+from .._core.ids import generate_id, generate_timestamp
+from .._json_repair import json_loads_with_repair
 from ..exception import (
     ModelError,
     ModelInvalidRequestError,
@@ -54,7 +55,6 @@ from ..message import (
 from ..types import FinishedReason, ToolChoice
 from ._accumulator import StreamAccumulator
 from ._http import HTTPClientOwner
-from ._json_repair import json_loads_with_repair
 from ._response import ChatResponse, ChatUsage
 
 if TYPE_CHECKING:

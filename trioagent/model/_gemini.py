@@ -41,7 +41,8 @@ import attrs
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
+from .._json_repair import flatten_json_schema
 from ..credential import GeminiCredential
 from ..exception import (
     ModelAuthenticationError,
@@ -63,7 +64,6 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._json_repair import flatten_json_schema
 from ._openai import _MALFORMED, _list, _malformed, _object, parse_whole_body
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent

@@ -25,7 +25,7 @@ import attrs
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import OllamaCredential
 from ..exception import ModelError, ModelStreamError
 from ..formatter import FormatterBase, OllamaChatFormatter

@@ -22,7 +22,8 @@ import attrs
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
+from .._json_repair import flatten_json_schema
 from ..credential import CredentialBase, OpenAICredential
 from ..exception import ModelStreamError, ModelUpstreamError
 from ..formatter import FormatterBase, OpenAIChatFormatter
@@ -40,7 +41,6 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._json_repair import flatten_json_schema
 from ._response import ChatResponse, ChatUsage, ResponseBlock
 from ._sse import ServerSentEvent
 

@@ -23,7 +23,7 @@ import attrs
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import OpenAICredential
 from ..exception import ModelStreamError, ModelUpstreamError
 from ..formatter import FormatterBase, OpenAIResponseFormatter

@@ -35,8 +35,8 @@ from typing import Any, ClassVar, Literal, Self, TypeAlias
 import attrs
 import trio
 
-from .._concurrency import reraise_unwrapped
-from .._ids import generate_id, generate_timestamp
+from .._core.concurrency import reraise_unwrapped
+from .._core.ids import generate_id, generate_timestamp
 from ..exception import ModelError, ModelTimeoutError, ModelUpstreamError
 from ..message import Base64Source, DataBlock, TextBlock
 

@@ -23,11 +23,11 @@ from typing import Any
 import attrs
 import trio
 
-from .._ids import generate_id
+from .._core.gather import gather
+from .._core.ids import generate_id
 from ..message import DataBlock, TextBlock
 from ._chunking import chunk_document
 from ._embedding import EmbeddingInput, EmbeddingModelBase
-from ._gather import gather
 from ._store import VectorStoreBase
 from ._types import Chunk, Document, DocumentSummary, VectorRecord, VectorSearchResult
 

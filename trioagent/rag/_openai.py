@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import httpx
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import OpenAICredential
 from ..exception import ModelUpstreamError
 from ..model._http import HTTPClientOwner, send_request

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..message import DataBlock, TextBlock
 
 __all__ = ["Chunk", "Document", "DocumentSummary", "VectorRecord", "VectorSearchResult"]

@@ -51,7 +51,7 @@ import attrs
 import h11
 import trio
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..credential import OpenAICredential
 from ..model import OpenAIChatModel
 

@@ -36,7 +36,7 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
-from .._concurrency import PullStream
+from .._core.concurrency import PullStream
 from ..exception import DeveloperOrientedException
 from ._response import Emit, ToolChunk, ToolResponse, chunk_from_response
 

@@ -26,7 +26,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from .._ids import generate_id
+from .._core.ids import generate_id
 from ..message._blocks import (
     Base64Source,
     DataBlock,

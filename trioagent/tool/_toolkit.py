@@ -18,6 +18,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 import jsonschema
 
+from .._json_repair import json_loads_with_repair
 from ..exception import (
     AgentOrientedException,
     DeveloperOrientedException,
@@ -26,7 +27,6 @@ from ..exception import (
     ToolNotFoundError,
 )
 from ..message._blocks import ToolCallBlock
-from ..model._json_repair import json_loads_with_repair
 from ..permission._types import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._chain import ChainLayer, ToolNextHandler, run_chain

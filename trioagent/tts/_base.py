@@ -34,8 +34,8 @@ from typing import Any, ClassVar, Self, TypeAlias
 import attrs
 import trio
 
-from .._concurrency import reraise_unwrapped
-from .._ids import generate_id, generate_timestamp
+from .._core.concurrency import reraise_unwrapped
+from .._core.ids import generate_id, generate_timestamp
 from ..exception import ModelError
 from ..message import Base64Source, DataBlock, URLSource
 from ..types import ErrorType

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 from json_repair import repair_json
 
-from ..exception import ToolJSONDecodeError
+from .exception import ToolJSONDecodeError
 
 __all__ = ["flatten_json_schema", "json_loads_with_repair"]
 

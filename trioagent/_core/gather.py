@@ -8,7 +8,7 @@ from typing import TypeVar, cast
 
 import trio
 
-from .._concurrency import reraise_unwrapped
+from .concurrency import reraise_unwrapped
 
 __all__ = ["gather"]
 
