@@ -1,7 +1,7 @@
 """02 — A deadline around a reply: ``trio.move_on_after`` cancels it from the outside.
 
 The reply is not interrupted by the agent here: the *caller* gives it 0.3 seconds with
-``trio.move_on_after``.  This is an outer cancellation (DESIGN.md §4 rule 3): the agent does
+``trio.move_on_after``.  This is an outer cancellation: the agent does
 the same cleanup as for ``agent.interrupt()`` — closes the streamed text block, keeps the
 partial answer, emits exactly one ``REPLY_END(interrupted)`` — inside a short shielded grace
 period, and then lets ``trio.Cancelled`` propagate, so ``move_on_after`` sees it

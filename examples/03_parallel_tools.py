@@ -8,7 +8,7 @@ Trio cancels the two sleeping tools at their next checkpoint (their ``finally`` 
 before ``reply`` returns: no orphaned task), and the agent writes an *interrupted* result for
 each of them.  The context therefore has one result per call id, and the next provider
 request is valid — no "tool_calls must be followed by tool messages" HTTP 400, which is the
-most common way agent threads get bricked after a cancel (peers.md, pain point P1).
+most common way an agent's conversation gets stuck after a cancel in other frameworks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """06 — Retries and a fallback model when the first model fails; then cancel during a backoff.
 
-Two layers retry, with different jobs (DESIGN.md §5):
+Two layers retry, with different jobs:
 
 * the *model* retries its provider's retryable errors (429, 5xx, connection errors) with capped
   exponential backoff and jitter, honouring ``Retry-After`` — only before the first chunk

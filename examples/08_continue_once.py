@@ -2,8 +2,8 @@
 
 An ``on_reply`` middleware sees every event of the reply.  If it *drops* a ``COMPLETED`` (or
 ``EXCEED_MAX_ITERS``) ``ReplyEndEvent`` instead of passing it on, the agent does not end the
-reply: it runs another reasoning round (the AgentScope seeds' ContinueOnce protocol, DESIGN.md
-§4 rule 5).  Here the middleware adds a "double-check" hint to the context the first time the
+reply: it runs another reasoning round (the ContinueOnce protocol; see
+``docs/middleware.md``).  Here the middleware adds a "double-check" hint to the context the first time the
 agent tries to finish, so the model gets a chance to correct itself.
 
 The middleware keeps its per-reply flag in ``agent.state.middle_context`` (middlewares are

@@ -1,6 +1,6 @@
 """12 — Interrupt, save the state to JSON, reload it into a new Agent, and continue.
 
-The point of "a consistent, resumable context" (DESIGN.md §4 rule 6): after an interruption
+The point of "a consistent, resumable context": after an interruption
 the agent's state is an ordinary value you can persist — a database row, a file, a message to
 another process — and a brand-new agent built from it continues the conversation.
 
