@@ -14,17 +14,12 @@ from .._rules import PermissionBehavior
 from ..exception import ToolInputValidationError
 from ..permission._types import PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
-from ._convert import ConversionError, convert, needs_conversion
 from ._docstring import parse_docstring
+from ._hints import callable_docstring, callable_name
 from ._response import Emit, ToolChunk, chunk_from_value
-from ._schema import (
-    EXCLUDED_PARAMETERS,
-    callable_docstring,
-    callable_name,
-    function_input_schema,
-    remove_title_field,
-    resolve_type_hints,
-)
+from ._schema import remove_title_field
+from ._shape import ConversionError
+from ._signature import ToolParameters
 
 __all__ = ["FunctionTool"]
 
@@ -106,8 +101,9 @@ class FunctionTool(ToolBase):
         self.description = (
             description if description is not None else _description(callable_docstring(func))
         )
+        self._parameters = ToolParameters(func)
         if input_schema is None:
-            self.input_schema = function_input_schema(func)
+            self.input_schema = self._parameters.schema()
         elif isinstance(input_schema, dict):
             self.input_schema = input_schema
         elif callable(getattr(input_schema, "model_json_schema", None)):
@@ -125,14 +121,7 @@ class FunctionTool(ToolBase):
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - callable objects
         )
-        parameters = inspect.signature(func).parameters
-        self._wants_emit = "emit" in parameters
-        hints = resolve_type_hints(func)
-        self._structured: dict[str, Any] = {
-            name: hints[name]
-            for name in parameters
-            if name in hints and name not in EXCLUDED_PARAMETERS and needs_conversion(hints[name])
-        }
+        self._wants_emit = "emit" in inspect.signature(func).parameters
 
     @property
     def func(self) -> Callable[..., Any]:
@@ -213,22 +202,12 @@ class FunctionTool(ToolBase):
         Raises:
             ToolInputValidationError: every argument that does not fit, with its JSON path.
         """
-        if not self._structured:
-            return kwargs
-        converted = dict(kwargs)
-        errors: list[str] = []
-        for name, annotation in self._structured.items():
-            if name not in converted:
-                continue
-            try:
-                converted[name] = convert(converted[name], annotation, f"$.{name}")
-            except ConversionError as exc:
-                errors.extend(f"argument {name!r}: {line}" for line in exc.errors)
-        if errors:
+        try:
+            return self._parameters.convert(kwargs)
+        except ConversionError as exc:
             raise ToolInputValidationError(
-                f"Input validation failed for tool '{self.name}': " + "; ".join(errors)
-            )
-        return converted
+                f"Input validation failed for tool '{self.name}': {exc}"
+            ) from None
 
 
 def _description(docstring: str) -> str:

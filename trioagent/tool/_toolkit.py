@@ -39,6 +39,7 @@ from ._group import (
     render_meta_tool_response,
 )
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
+from ._schema import remove_title_field
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
 
@@ -240,8 +241,6 @@ class Toolkit:
         ``parameters`` being a title-free copy of the tool's input schema, in registration
         order.
         """
-        from ._schema import remove_title_field
-
         return [
             {
                 "type": "function",
