@@ -29,9 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 
-from .._rules import PermissionBehavior, PermissionRule
 from ..message._blocks import ToolResultState
-from ..permission._types import PermissionContext, PermissionDecision
+from ..permission import (
+    PermissionBehavior,
+    PermissionContext,
+    PermissionDecision,
+    PermissionRule,
+)
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._response import Emit, ToolResponse, chunk_from_value
 

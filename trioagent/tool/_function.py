@@ -10,9 +10,8 @@ from typing import Any
 
 import trio
 
-from .._rules import PermissionBehavior
 from ..exception import ToolInputValidationError
-from ..permission._types import PermissionContext, PermissionDecision
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._docstring import parse_docstring
 from ._hints import callable_docstring, callable_name

@@ -13,10 +13,9 @@ from typing import Any
 
 import attrs
 
-from .._rules import PermissionBehavior
 from ..exception import DeveloperOrientedException
 from ..message._blocks import TextBlock, ToolResultState
-from ..permission._types import PermissionContext, PermissionDecision
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase
 from ._response import Emit, ToolChunk
 

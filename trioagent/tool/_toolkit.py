@@ -27,7 +27,7 @@ from ..exception import (
     ToolNotFoundError,
 )
 from ..message._blocks import ToolCallBlock
-from ..permission._types import PermissionDecision
+from ..permission import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._function import FunctionTool
