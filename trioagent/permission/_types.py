@@ -2,7 +2,7 @@
 
 :class:`PermissionContext` lives in the agent's state and is persisted with it, so it is an attrs
 class that round-trips through :mod:`trioagent.serialization`.  :class:`PermissionDecision` is the
-transient answer of one check (tools_middleware.md §6.1).
+transient answer of one check.  :class:`PermissionSubject` is what the engine needs of a tool.
 """
 
 from __future__ import annotations

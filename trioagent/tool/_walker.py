@@ -312,19 +312,24 @@ class Walker:
         if origin is Union or origin is types.UnionType:
             return _Union(tp, [self.shape(arg) for arg in args])
         if tp in _LISTS or origin in _LISTS:
-            return _Array(tp, list, self.shape(args[0] if args else typing.Any))
+            return _Array(tp, list, self._first(args))
         if tp in _SETS or origin in _SETS:
-            return _Array(tp, set, self.shape(args[0] if args else typing.Any))
+            return _Array(tp, set, self._first(args))
         if tp in _FROZENSETS or origin in _FROZENSETS:
-            return _Array(tp, frozenset, self.shape(args[0] if args else typing.Any))
+            return _Array(tp, frozenset, self._first(args))
         if tp is tuple or origin is tuple:
             if not args or (len(args) == 2 and args[1] is Ellipsis):
-                return _Array(tp, tuple, self.shape(args[0] if args else typing.Any))
+                return _Array(tp, tuple, self._first(args))
             return _FixedTuple(tp, [self.shape(arg) for arg in args])
         if tp in _MAPPINGS or origin in _MAPPINGS:
-            key, value = args if len(args) == 2 else (typing.Any, typing.Any)
-            return _Mapping(tp, self.shape(key), self.shape(value), any_value=value is typing.Any)
+            key, value = args if len(args) == 2 else (object, object)
+            any_value = len(args) != 2 or value is typing.Any  # additionalProperties: true
+            return _Mapping(tp, self.shape(key), self.shape(value), any_value=any_value)
         return self._class_shape(tp)
+
+    def _first(self, args: tuple[object, ...]) -> Shape:
+        """The shape of a container's item type (anything for a bare ``list``)."""
+        return self.shape(args[0] if args else object)
 
     def _class_shape(self, tp: object) -> Shape:
         known = self._classes.get(tp)
