@@ -80,124 +80,60 @@ class PermissionEngine:
         Raises:
             ValueError: the context's mode is not a :class:`PermissionMode`.
         """
-        mode = self.context.mode
-        if mode in (PermissionMode.DEFAULT, PermissionMode.ACCEPT_EDITS):
-            return await self._check_asking_mode(tool, tool_input)
+        try:
+            mode = PermissionMode(self.context.mode)
+        except ValueError:
+            raise ValueError(f"Unknown permission mode: {self.context.mode}") from None
+        deny = await self._match(PermissionBehavior.DENY, tool, tool_input)
+        if deny is not None:
+            return deny
+        ask = await self._match(PermissionBehavior.ASK, tool, tool_input)
+        if ask is not None:
+            ask.suggested_rules = await self._suggestions(tool, tool_input)
+            return _ask_to_deny(tool, ask) if mode == PermissionMode.DONT_ASK else ask
+        if await _maybe_await(tool.check_read_only(tool_input)):
+            return _verdict(
+                PermissionBehavior.ALLOW,
+                f"Permission granted for {tool.name} (read-only invocation)",
+                "Read-only operations are auto-allowed",
+            )
         if mode == PermissionMode.EXPLORE:
-            return await self._check_explore(tool, tool_input)
-        if mode == PermissionMode.BYPASS:
-            return await self._check_bypass(tool, tool_input)
-        if mode == PermissionMode.DONT_ASK:
-            return await self._check_dont_ask(tool, tool_input)
-        raise ValueError(f"Unknown permission mode: {mode}")
-
-    # -- modes -------------------------------------------------------------------------------
-
-    async def _check_asking_mode(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
+            return _verdict(
+                PermissionBehavior.DENY,
+                f"Permission denied for {tool.name} (explore mode is read-only)",
+                "Explore mode does not allow modifications",
+            )
         decision = await _maybe_await(tool.check_permissions(tool_input, self.context))
         if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
             return decision
-        if _is_safety_ask(decision):
+        if _is_safety_ask(decision) and mode != PermissionMode.BYPASS:
             # A copy: a tool may hand the same decision object to concurrent checks.
-            return attrs.evolve(decision, suggested_rules=await self._suggestions(tool, tool_input))
+            suggestions = await self._suggestions(tool, tool_input)
+            safety = attrs.evolve(decision, suggested_rules=suggestions)
+            return _ask_to_deny(tool, safety) if mode == PermissionMode.DONT_ASK else safety
         allow = await self._match(PermissionBehavior.ALLOW, tool, tool_input)
         if allow is not None:
             return allow
+        if mode == PermissionMode.BYPASS:
+            return _verdict(
+                PermissionBehavior.ALLOW,
+                f"Permission granted for {tool.name} (bypass mode)",
+                "Bypass mode allows all operations",
+            )
+        if mode == PermissionMode.DONT_ASK:
+            return _verdict(
+                PermissionBehavior.DENY,
+                f"Permission denied for {tool.name} (dont_ask mode - user not available)",
+                "User is not available to answer permission prompts",
+            )
         return PermissionDecision(
             behavior=PermissionBehavior.ASK,
             message=f"Permission required for {tool.name}",
-            decision_reason=f"Mode: {self.context.mode.value}",
+            decision_reason=f"Mode: {mode.value}",
             suggested_rules=await self._suggestions(tool, tool_input),
         )
 
-    async def _check_explore(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
-        return PermissionDecision(
-            behavior=PermissionBehavior.DENY,
-            message=f"Permission denied for {tool.name} (explore mode is read-only)",
-            decision_reason="Explore mode does not allow modifications",
-        )
-
-    async def _check_bypass(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
-        decision = await _maybe_await(tool.check_permissions(tool_input, self.context))
-        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
-            return decision
-        allow = await self._match(PermissionBehavior.ALLOW, tool, tool_input)
-        if allow is not None:
-            return allow
-        return PermissionDecision(
-            behavior=PermissionBehavior.ALLOW,
-            message=f"Permission granted for {tool.name} (bypass mode)",
-            decision_reason="Bypass mode allows all operations",
-        )
-
-    async def _check_dont_ask(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision:
-        deny = await self._match(PermissionBehavior.DENY, tool, tool_input)
-        if deny is not None:
-            return deny
-        ask = await self._match(PermissionBehavior.ASK, tool, tool_input)
-        if ask is not None:
-            ask.suggested_rules = await self._suggestions(tool, tool_input)
-            return _ask_to_deny(tool, ask)
-        read_only = await self._read_only(tool, tool_input)
-        if read_only is not None:
-            return read_only
-        decision = await _maybe_await(tool.check_permissions(tool_input, self.context))
-        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
-            return decision
-        if _is_safety_ask(decision):
-            suggestions = await self._suggestions(tool, tool_input)
-            return _ask_to_deny(tool, attrs.evolve(decision, suggested_rules=suggestions))
-        allow = await self._match(PermissionBehavior.ALLOW, tool, tool_input)
-        if allow is not None:
-            return allow
-        return PermissionDecision(
-            behavior=PermissionBehavior.DENY,
-            message=f"Permission denied for {tool.name} (dont_ask mode - user not available)",
-            decision_reason="User is not available to answer permission prompts",
-        )
-
     # -- shared steps ------------------------------------------------------------------------
-
-    async def _deny_ask_read_only(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision | None:
-        """Steps D, A (with suggestions) and R, shared by every mode but dont_ask."""
-        deny = await self._match(PermissionBehavior.DENY, tool, tool_input)
-        if deny is not None:
-            return deny
-        ask = await self._match(PermissionBehavior.ASK, tool, tool_input)
-        if ask is not None:
-            ask.suggested_rules = await self._suggestions(tool, tool_input)
-            return ask
-        return await self._read_only(tool, tool_input)
-
-    async def _read_only(
-        self, tool: PermissionSubject, tool_input: JSONObject
-    ) -> PermissionDecision | None:
-        if await _maybe_await(tool.check_read_only(tool_input)):
-            return PermissionDecision(
-                behavior=PermissionBehavior.ALLOW,
-                message=f"Permission granted for {tool.name} (read-only invocation)",
-                decision_reason="Read-only operations are auto-allowed",
-            )
-        return None
 
     async def _match(
         self, behavior: PermissionBehavior, tool: PermissionSubject, tool_input: JSONObject
@@ -242,6 +178,10 @@ class PermissionEngine:
     ) -> list[PermissionRule] | None:
         suggestions = await _maybe_await(tool.generate_suggestions(tool_input))
         return None if suggestions is None else list(suggestions)
+
+
+def _verdict(behavior: PermissionBehavior, message: str, reason: str) -> PermissionDecision:
+    return PermissionDecision(behavior=behavior, message=message, decision_reason=reason)
 
 
 def _is_safety_ask(decision: PermissionDecision) -> bool:
