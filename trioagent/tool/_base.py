@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import jsonschema
 
 from .._core.json_types import JSONObject, JSONValue
-from ..message._blocks import ToolResultState
+from ..message import ToolResultBlock, ToolResultState
 from ..permission import (
     PermissionBehavior,
     PermissionContext,
@@ -39,9 +39,6 @@ from ..permission import (
 )
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._response import Emit, ToolResponse, chunk_from_value
-
-if TYPE_CHECKING:
-    from ..message._blocks import ToolResultBlock
 
 __all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
 

@@ -14,7 +14,7 @@ import attrs
 
 from .._core.json_types import JSONObject, JSONValue
 from ..exception import DeveloperOrientedException
-from ..message._blocks import TextBlock, ToolResultState
+from ..message import TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase
 from ._response import Emit, ToolChunk

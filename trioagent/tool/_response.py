@@ -28,13 +28,9 @@ import attrs
 
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
-from ..message._blocks import (
-    Base64Source,
-    DataBlock,
-    TextBlock,
-    ToolResultState,
-    merge_base64,
-)
+from ..message import Base64Source, DataBlock, TextBlock, ToolResultState
+from ..message._blocks import merge_base64
+from ..serialization import unstructure
 
 __all__ = [
     "Emit",
@@ -210,8 +206,6 @@ def chunk_from_value(value: object) -> ToolChunk | None:
 
 def _to_json_text(value: object) -> str:
     if attrs.has(type(value)):
-        from ..serialization import unstructure
-
         try:
             value = unstructure(value)
         except Exception:  # an attrs class the converter cannot handle
