@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from trioagent.message import ToolCallBlock, ToolResultState
 from trioagent.tool import FunctionTool, Toolkit
 from trioagent.tool._docstring import ParsedDocstring, parse_docstring
-from trioagent.tool._schema import function_input_schema, remove_title_field
+from trioagent.tool._schema import remove_title_field
+from trioagent.tool._signature import function_input_schema
 
 # -- helpers -----------------------------------------------------------------------------------
 

@@ -22,11 +22,9 @@ import pytest
 
 from trioagent.tool import FunctionTool
 from trioagent.tool._docstring import parse_docstring
-from trioagent.tool._schema import (
-    function_input_schema,
-    remove_title_field,
-    resolve_type_hints,
-)
+from trioagent.tool._hints import resolve_type_hints
+from trioagent.tool._schema import remove_title_field
+from trioagent.tool._signature import function_input_schema
 
 
 class Color(enum.Enum):

@@ -7,6 +7,7 @@ from ._types import (
     PermissionContext as PermissionContext,
     PermissionDecision as PermissionDecision,
     PermissionMode as PermissionMode,
+    PermissionSubject as PermissionSubject,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "PermissionEngine",
     "PermissionMode",
     "PermissionRule",
+    "PermissionSubject",
 ]

@@ -1,7 +1,5 @@
 """The permission engine: rules and modes → a :class:`PermissionDecision`.
 
-See tools_middleware.md §6.2.
-
 Steps shared by the modes:
 
 * **D** deny rules → DENY ``"Permission to use <t> has been denied"``
@@ -29,20 +27,21 @@ Rule matching: a rule with empty/``None`` content matches every call of its tool
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import attrs
 
+from .._core.json_types import JSONObject
 from .._rules import PermissionBehavior, PermissionRule
-from ._types import PermissionContext, PermissionDecision, PermissionMode
-
-if TYPE_CHECKING:
-    from ..tool._base import ToolBase
+from ._types import PermissionContext, PermissionDecision, PermissionMode, PermissionSubject
 
 __all__ = ["PermissionEngine"]
 
+T = TypeVar("T")
 
-async def _maybe_await(value: Any) -> Any:
+
+async def _maybe_await(value: Awaitable[T] | T) -> T:
     """Accept both sync and async implementations of a tool's permission hooks."""
     if inspect.isawaitable(value):
         return await value
@@ -61,186 +60,111 @@ class PermissionEngine:
 
     def add_rule(self, rule: PermissionRule) -> None:
         """Append ``rule`` to the list for its tool and behavior (passthrough is ignored)."""
-        table = {
-            PermissionBehavior.ALLOW: self.context.allow_rules,
-            PermissionBehavior.DENY: self.context.deny_rules,
-            PermissionBehavior.ASK: self.context.ask_rules,
-        }.get(rule.behavior)
+        table = self._rules(rule.behavior)
         if table is not None:
             table.setdefault(rule.tool_name, []).append(rule)
 
+    def _rules(self, behavior: PermissionBehavior) -> dict[str, list[PermissionRule]] | None:
+        """The context's rules of ``behavior`` by tool name (``None`` for passthrough)."""
+        return {
+            PermissionBehavior.ALLOW: self.context.allow_rules,
+            PermissionBehavior.DENY: self.context.deny_rules,
+            PermissionBehavior.ASK: self.context.ask_rules,
+        }.get(behavior)
+
     async def check_permission(
-        self, tool: ToolBase, tool_input: dict[str, Any]
+        self, tool: PermissionSubject, tool_input: JSONObject
     ) -> PermissionDecision:
         """Decide whether ``tool`` may run with ``tool_input`` under the current mode.
 
         Raises:
             ValueError: the context's mode is not a :class:`PermissionMode`.
         """
-        mode = self.context.mode
-        if mode in (PermissionMode.DEFAULT, PermissionMode.ACCEPT_EDITS):
-            return await self._check_asking_mode(tool, tool_input)
+        try:
+            mode = PermissionMode(self.context.mode)
+        except ValueError:
+            raise ValueError(f"Unknown permission mode: {self.context.mode}") from None
+        deny = await self._match(PermissionBehavior.DENY, tool, tool_input)
+        if deny is not None:
+            return deny
+        ask = await self._match(PermissionBehavior.ASK, tool, tool_input)
+        if ask is not None:
+            ask.suggested_rules = await self._suggestions(tool, tool_input)
+            return _ask_to_deny(tool, ask) if mode == PermissionMode.DONT_ASK else ask
+        if await _maybe_await(tool.check_read_only(tool_input)):
+            return _verdict(
+                PermissionBehavior.ALLOW,
+                f"Permission granted for {tool.name} (read-only invocation)",
+                "Read-only operations are auto-allowed",
+            )
         if mode == PermissionMode.EXPLORE:
-            return await self._check_explore(tool, tool_input)
-        if mode == PermissionMode.BYPASS:
-            return await self._check_bypass(tool, tool_input)
-        if mode == PermissionMode.DONT_ASK:
-            return await self._check_dont_ask(tool, tool_input)
-        raise ValueError(f"Unknown permission mode: {mode}")
-
-    # -- modes -------------------------------------------------------------------------------
-
-    async def _check_asking_mode(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
-        decision: PermissionDecision = await _maybe_await(
-            tool.check_permissions(tool_input, self.context)
-        )
+            return _verdict(
+                PermissionBehavior.DENY,
+                f"Permission denied for {tool.name} (explore mode is read-only)",
+                "Explore mode does not allow modifications",
+            )
+        decision = await _maybe_await(tool.check_permissions(tool_input, self.context))
         if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
             return decision
-        if _is_safety_ask(decision):
+        if _is_safety_ask(decision) and mode != PermissionMode.BYPASS:
             # A copy: a tool may hand the same decision object to concurrent checks.
-            return attrs.evolve(decision, suggested_rules=await self._suggestions(tool, tool_input))
-        allow = await self._match_allow(tool, tool_input)
+            suggestions = await self._suggestions(tool, tool_input)
+            safety = attrs.evolve(decision, suggested_rules=suggestions)
+            return _ask_to_deny(tool, safety) if mode == PermissionMode.DONT_ASK else safety
+        allow = await self._match(PermissionBehavior.ALLOW, tool, tool_input)
         if allow is not None:
             return allow
+        if mode == PermissionMode.BYPASS:
+            return _verdict(
+                PermissionBehavior.ALLOW,
+                f"Permission granted for {tool.name} (bypass mode)",
+                "Bypass mode allows all operations",
+            )
+        if mode == PermissionMode.DONT_ASK:
+            return _verdict(
+                PermissionBehavior.DENY,
+                f"Permission denied for {tool.name} (dont_ask mode - user not available)",
+                "User is not available to answer permission prompts",
+            )
         return PermissionDecision(
             behavior=PermissionBehavior.ASK,
             message=f"Permission required for {tool.name}",
-            decision_reason=f"Mode: {self.context.mode.value}",
+            decision_reason=f"Mode: {mode.value}",
             suggested_rules=await self._suggestions(tool, tool_input),
-        )
-
-    async def _check_explore(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
-        return PermissionDecision(
-            behavior=PermissionBehavior.DENY,
-            message=f"Permission denied for {tool.name} (explore mode is read-only)",
-            decision_reason="Explore mode does not allow modifications",
-        )
-
-    async def _check_bypass(self, tool: ToolBase, tool_input: dict[str, Any]) -> PermissionDecision:
-        early = await self._deny_ask_read_only(tool, tool_input)
-        if early is not None:
-            return early
-        decision: PermissionDecision = await _maybe_await(
-            tool.check_permissions(tool_input, self.context)
-        )
-        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
-            return decision
-        allow = await self._match_allow(tool, tool_input)
-        if allow is not None:
-            return allow
-        return PermissionDecision(
-            behavior=PermissionBehavior.ALLOW,
-            message=f"Permission granted for {tool.name} (bypass mode)",
-            decision_reason="Bypass mode allows all operations",
-        )
-
-    async def _check_dont_ask(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision:
-        deny = await self._match_deny(tool, tool_input)
-        if deny is not None:
-            return deny
-        ask = await self._match_ask(tool, tool_input)
-        if ask is not None:
-            ask.suggested_rules = await self._suggestions(tool, tool_input)
-            return _ask_to_deny(tool, ask)
-        read_only = await self._read_only(tool, tool_input)
-        if read_only is not None:
-            return read_only
-        decision: PermissionDecision = await _maybe_await(
-            tool.check_permissions(tool_input, self.context)
-        )
-        if decision.behavior in (PermissionBehavior.ALLOW, PermissionBehavior.DENY):
-            return decision
-        if _is_safety_ask(decision):
-            suggestions = await self._suggestions(tool, tool_input)
-            return _ask_to_deny(tool, attrs.evolve(decision, suggested_rules=suggestions))
-        allow = await self._match_allow(tool, tool_input)
-        if allow is not None:
-            return allow
-        return PermissionDecision(
-            behavior=PermissionBehavior.DENY,
-            message=f"Permission denied for {tool.name} (dont_ask mode - user not available)",
-            decision_reason="User is not available to answer permission prompts",
         )
 
     # -- shared steps ------------------------------------------------------------------------
 
-    async def _deny_ask_read_only(
-        self, tool: ToolBase, tool_input: dict[str, Any]
+    async def _match(
+        self, behavior: PermissionBehavior, tool: PermissionSubject, tool_input: JSONObject
     ) -> PermissionDecision | None:
-        """Steps D, A (with suggestions) and R, shared by every mode but dont_ask."""
-        deny = await self._match_deny(tool, tool_input)
-        if deny is not None:
-            return deny
-        ask = await self._match_ask(tool, tool_input)
-        if ask is not None:
-            ask.suggested_rules = await self._suggestions(tool, tool_input)
-            return ask
-        return await self._read_only(tool, tool_input)
+        """The decision of the first ``behavior`` rule matching this call, if any.
 
-    async def _read_only(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision | None:
-        if await _maybe_await(tool.check_read_only(tool_input)):
+        An allow rule runs the tool with this very input (``updated_input``).
+        """
+        rule = await self._first_match(self._rules(behavior) or {}, tool, tool_input)
+        if rule is None:
+            return None
+        if behavior == PermissionBehavior.ALLOW:
             return PermissionDecision(
-                behavior=PermissionBehavior.ALLOW,
-                message=f"Permission granted for {tool.name} (read-only invocation)",
-                decision_reason="Read-only operations are auto-allowed",
+                behavior=behavior,
+                message=f"Permission granted for {tool.name}",
+                updated_input=tool_input,
             )
-        return None
-
-    async def _match_deny(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision | None:
-        rule = await self._first_match(self.context.deny_rules, tool, tool_input)
-        if rule is None:
-            return None
-        return PermissionDecision(
-            behavior=PermissionBehavior.DENY,
-            message=f"Permission to use {tool.name} has been denied",
-            decision_reason=f"Rule: {rule.rule_content}",
+        message = (
+            f"Permission to use {tool.name} has been denied"
+            if behavior == PermissionBehavior.DENY
+            else f"Permission required for {tool.name}"
         )
-
-    async def _match_ask(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision | None:
-        rule = await self._first_match(self.context.ask_rules, tool, tool_input)
-        if rule is None:
-            return None
         return PermissionDecision(
-            behavior=PermissionBehavior.ASK,
-            message=f"Permission required for {tool.name}",
-            decision_reason=f"Rule: {rule.rule_content}",
-        )
-
-    async def _match_allow(
-        self, tool: ToolBase, tool_input: dict[str, Any]
-    ) -> PermissionDecision | None:
-        rule = await self._first_match(self.context.allow_rules, tool, tool_input)
-        if rule is None:
-            return None
-        return PermissionDecision(
-            behavior=PermissionBehavior.ALLOW,
-            message=f"Permission granted for {tool.name}",
-            updated_input=tool_input,
+            behavior=behavior, message=message, decision_reason=f"Rule: {rule.rule_content}"
         )
 
     async def _first_match(
         self,
         table: dict[str, list[PermissionRule]],
-        tool: ToolBase,
-        tool_input: dict[str, Any],
+        tool: PermissionSubject,
+        tool_input: JSONObject,
     ) -> PermissionRule | None:
         for rule in table.get(tool.name, []):
             if not rule.rule_content:
@@ -250,17 +174,21 @@ class PermissionEngine:
         return None
 
     async def _suggestions(
-        self, tool: ToolBase, tool_input: dict[str, Any]
+        self, tool: PermissionSubject, tool_input: JSONObject
     ) -> list[PermissionRule] | None:
         suggestions = await _maybe_await(tool.generate_suggestions(tool_input))
         return None if suggestions is None else list(suggestions)
+
+
+def _verdict(behavior: PermissionBehavior, message: str, reason: str) -> PermissionDecision:
+    return PermissionDecision(behavior=behavior, message=message, decision_reason=reason)
 
 
 def _is_safety_ask(decision: PermissionDecision) -> bool:
     return decision.behavior == PermissionBehavior.ASK and decision.bypass_immune
 
 
-def _ask_to_deny(tool: ToolBase, ask: PermissionDecision) -> PermissionDecision:
+def _ask_to_deny(tool: PermissionSubject, ask: PermissionDecision) -> PermissionDecision:
     """dont_ask mode: the user cannot answer, so an ASK becomes a DENY (suggestions kept)."""
     return PermissionDecision(
         behavior=PermissionBehavior.DENY,

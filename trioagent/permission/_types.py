@@ -2,16 +2,18 @@
 
 :class:`PermissionContext` lives in the agent's state and is persisted with it, so it is an attrs
 class that round-trips through :mod:`trioagent.serialization`.  :class:`PermissionDecision` is the
-transient answer of one check (tools_middleware.md §6.1).
+transient answer of one check.  :class:`PermissionSubject` is what the engine needs of a tool.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Protocol
 
 import attrs
 
+from .._core.json_types import JSONObject
 from .._rules import PermissionBehavior, PermissionRule
 
 __all__ = [
@@ -19,11 +21,12 @@ __all__ = [
     "PermissionContext",
     "PermissionDecision",
     "PermissionMode",
+    "PermissionSubject",
 ]
 
 
 class PermissionMode(enum.StrEnum):
-    """How the engine treats calls no rule decides (tools_middleware.md §6.2).
+    """How the engine treats calls no rule decides.
 
     * ``default`` — ask the user unless a rule, the read-only fast path or the tool allows it.
     * ``accept_edits`` — same algorithm; tools' own checks auto-allow edits inside the working
@@ -77,7 +80,7 @@ class PermissionDecision:
         behavior: allow, deny, ask or passthrough (a tool deferring to the engine).
         message: human-readable text; a DENY's message becomes the denied tool result.
         decision_reason: why (``"Rule: <content>"``, ``"Mode: default"``, ...).
-        updated_input: when set on an ALLOW, the input the tool runs with (DESIGN.md §6).
+        updated_input: when set on an ALLOW, the input the tool runs with.
         suggested_rules: rules the user may add to avoid being asked again.
         bypass_immune: a tool's *safety* ASK, which allow rules cannot silence (bypass mode
             still ignores it; dont_ask turns it into DENY).
@@ -86,6 +89,40 @@ class PermissionDecision:
     behavior: PermissionBehavior = attrs.field(converter=PermissionBehavior)
     message: str
     decision_reason: str | None = None
-    updated_input: dict[str, Any] | None = None
+    updated_input: JSONObject | None = None
     suggested_rules: list[PermissionRule] | None = None
     bypass_immune: bool = False
+
+
+class PermissionSubject(Protocol):
+    """What :class:`~trioagent.permission.PermissionEngine` needs of the tool being checked.
+
+    Every tool (``trioagent.tool.ToolBase``) is one.  Each hook may be sync or async.
+    """
+
+    @property
+    def name(self) -> str:
+        """The tool's name: the key of its rules."""
+        ...
+
+    def check_permissions(
+        self, tool_input: JSONObject, context: PermissionContext
+    ) -> Awaitable[PermissionDecision] | PermissionDecision:
+        """The tool's own opinion on this call (PASSTHROUGH defers to the engine)."""
+        ...
+
+    def check_read_only(self, tool_input: JSONObject) -> Awaitable[bool] | bool:
+        """Whether this call has no side effects (allowed without asking)."""
+        ...
+
+    def match_rule(
+        self, rule_content: str | None, tool_input: JSONObject
+    ) -> Awaitable[bool] | bool:
+        """Whether a rule's content matches this call."""
+        ...
+
+    def generate_suggestions(
+        self, tool_input: JSONObject
+    ) -> Awaitable[Sequence[PermissionRule] | None] | Sequence[PermissionRule] | None:
+        """Rules to offer the user when asking."""
+        ...

@@ -1,7 +1,8 @@
 """Tools: the tool protocol, function tools, the toolkit, results and tool middlewares.
 
 Tools stream by awaiting an injected ``emit`` (there are no async generators in trioagent);
-middlewares follow DESIGN.md §3's ``next_handler(sink=None, /, **overrides)`` contract.
+middlewares wrap a call with the ``next_handler(sink=None, /, **overrides)`` contract of every
+onion in trioagent.
 """
 
 from ..types import ToolChoice as ToolChoice

@@ -2,7 +2,7 @@
 
 A tool is an object with a name, a description, a JSON input schema and a few flags, whose
 :meth:`ToolBase.call` does the work.  Tools stream by awaiting the ``emit`` they are handed
-(no async generators anywhere, DESIGN.md §1):
+(there are no async generators in trioagent):
 
 .. code-block:: python
 
@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import ClassVar
 
 import jsonschema
 
-from .._rules import PermissionBehavior, PermissionRule
-from ..message._blocks import ToolResultState
-from ..permission._types import PermissionContext, PermissionDecision
+from .._core.json_types import JSONObject, JSONValue
+from ..message import ToolResultBlock, ToolResultState
+from ..permission import (
+    PermissionBehavior,
+    PermissionContext,
+    PermissionDecision,
+    PermissionRule,
+)
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._response import Emit, ToolResponse, chunk_from_value
-
-if TYPE_CHECKING:
-    from ..message._blocks import ToolResultBlock
 
 __all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
 
@@ -72,8 +74,7 @@ DANGEROUS_DIRECTORIES: tuple[str, ...] = (".git", ".vscode", ".idea", ".ssh")
 class ToolMiddlewareBase:
     """Wraps every invocation of one tool instance (onion order: first listed is outermost).
 
-    Override :meth:`on_tool_call`.  The contract is DESIGN.md §3's (see
-    :mod:`trioagent.tool._chain`): ``await next_handler(sink=None, /, **overrides)`` runs the
+    Override :meth:`on_tool_call`: ``await next_handler(sink=None, /, **overrides)`` runs the
     inner layers and the tool with ``{**input_kwargs, **overrides}`` and returns their final
     :class:`ToolResponse`; their chunks go to ``sink`` (default: ``emit``).  Return ``None`` to
     make your result the accumulation of what you emitted, or return a :class:`ToolResponse`
@@ -95,7 +96,7 @@ class ToolMiddlewareBase:
     async def on_tool_call(
         self,
         tool: ToolBase,
-        input_kwargs: dict[str, Any],
+        input_kwargs: JSONObject,
         next_handler: ToolNextHandler,
         emit: Emit,
     ) -> ToolResponse | None:
@@ -116,7 +117,8 @@ class ToolBase:
     * ``is_external_tool`` — executed by the caller, not here (the agent parks the reply).
     * ``is_state_injected`` — receives the agent state as the ``_agent_state`` argument.
     * ``metadata_schema`` — JSON schema an external executor's result metadata must satisfy.
-    * ``is_background`` — the agent runs the call in its supervision nursery (DESIGN.md §6).
+    * ``is_background`` — the agent runs the call in its supervision nursery (inside
+      ``async with agent:``), and the reply gets a "running in background" result.
     * ``background_after`` — seconds after which a still-running call moves to the background.
     * ``is_mcp`` / ``mcp_name`` — set by MCP adapters.
 
@@ -125,12 +127,12 @@ class ToolBase:
 
     name: str = ""
     description: str = ""
-    input_schema: dict[str, Any] = {"type": "object", "properties": {}}  # noqa: RUF012
+    input_schema: JSONObject = {"type": "object", "properties": {}}  # noqa: RUF012
     is_concurrency_safe: bool = False
     is_read_only: bool = False
     is_external_tool: bool = False
     is_state_injected: bool = False
-    metadata_schema: dict[str, Any] | None = None
+    metadata_schema: JSONObject | None = None
     is_background: bool = False
     background_after: float | None = None
     is_mcp: bool = False
@@ -165,7 +167,7 @@ class ToolBase:
 
     # -- execution ---------------------------------------------------------------------------
 
-    async def call(self, emit: Emit, /, **kwargs: Any) -> Any:
+    async def call(self, emit: Emit, /, **kwargs: JSONValue) -> object:
         """Do the work.  The override point.
 
         Stream by ``await emit(ToolChunk(...))``; then return the final value, which becomes
@@ -181,7 +183,7 @@ class ToolBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement call")
 
     async def run(
-        self, tool_input: Mapping[str, Any] | None = None, emit: Emit | None = None
+        self, tool_input: Mapping[str, JSONValue] | None = None, emit: Emit | None = None
     ) -> ToolResponse:
         """Run the tool's middlewares and :meth:`call`; chunks go to ``emit``.
 
@@ -194,7 +196,7 @@ class ToolBase:
         ]
         return await run_chain(layers, self._call_core, dict(tool_input or {}), emit)
 
-    async def __call__(self, *args: Any, **kwargs: Any) -> ToolResponse:
+    async def __call__(self, *args: object, **kwargs: JSONValue) -> ToolResponse:
         """``await tool(**kwargs)``: run without a listener and return the final response.
 
         Raises:
@@ -207,7 +209,7 @@ class ToolBase:
             )
         return await self.run(kwargs)
 
-    async def _call_core(self, kwargs: dict[str, Any], emit: Emit) -> ToolResponse | None:
+    async def _call_core(self, kwargs: JSONObject, emit: Emit) -> ToolResponse | None:
         result = await self.call(emit, **kwargs)
         if isinstance(result, ToolResponse):
             return result
@@ -219,7 +221,7 @@ class ToolBase:
     # -- permissions -------------------------------------------------------------------------
 
     async def check_permissions(
-        self, tool_input: dict[str, Any], context: PermissionContext
+        self, tool_input: JSONObject, context: PermissionContext
     ) -> PermissionDecision:
         """The tool's own opinion on this call; the default defers to the engine."""
         return PermissionDecision(
@@ -227,15 +229,15 @@ class ToolBase:
             message=f"{self.name} has no tool-specific permission check.",
         )
 
-    async def check_read_only(self, tool_input: dict[str, Any]) -> bool:
+    async def check_read_only(self, tool_input: JSONObject) -> bool:
         """Whether this call is read-only; defaults to :attr:`is_read_only`."""
         return self.is_read_only
 
-    async def match_rule(self, rule_content: str | None, tool_input: dict[str, Any]) -> bool:
+    async def match_rule(self, rule_content: str | None, tool_input: JSONObject) -> bool:
         """Whether a rule's content matches this call; by default only ``None`` (tool-level)."""
         return rule_content is None
 
-    async def generate_suggestions(self, tool_input: dict[str, Any]) -> list[PermissionRule]:
+    async def generate_suggestions(self, tool_input: JSONObject) -> list[PermissionRule]:
         """Rules to offer the user when asking; by default "always allow this tool"."""
         return [
             PermissionRule(
@@ -303,7 +305,7 @@ class ToolBase:
 
 def _bind_middleware(middleware: ToolMiddlewareBase, tool: ToolBase) -> ChainLayer:
     async def layer(
-        kwargs: dict[str, Any], next_handler: ToolNextHandler, emit: Emit
+        kwargs: JSONObject, next_handler: ToolNextHandler, emit: Emit
     ) -> ToolResponse | None:
         return await middleware.on_tool_call(tool, kwargs, next_handler, emit)
 

@@ -1,30 +1,41 @@
-"""A small docstring parser: the description and per-parameter text of a function or class.
+"""The description and per-parameter text of a docstring, read with ``docstring-parser``.
 
-Understands the three common styles (what the reference gets from ``docstring_parser``):
+``docstring-parser`` reads the entries of a Google, NumPy or reST section.  This module adds
+what a tool schema needs on top of it:
 
-* Google — ``Args:`` / ``Arguments:`` / ``Parameters:`` / ``Keyword Args:`` / ``Attributes:``
-  sections with ``name (type): text`` or ``name: text`` entries (the type may nest
-  parentheses: ``origin (tuple(int, int)): ...``); the text may continue (or start) on
-  more-indented lines.  A section ends at the next section title or at the first non-blank
-  line back at the title's column (a closing paragraph, an unknown title such as ``Usage:``):
-  as in ``docstring_parser``, that text belongs neither to a parameter nor to the description;
-* NumPy — a known section title (``Parameters``, ``Returns``, ``Notes``, ...) underlined with
-  dashes, entries ``name : type`` / ``name1, name2 : type`` followed by indented text.  Any
-  other underlined title (a ``Search`` heading in the description) is ordinary description
-  text; after a section it ends that section;
-* reST — ``:param name: text`` / ``:param type name: text`` fields.
+* **Sections of any style in one docstring**, found here: a Google title (``Args:``,
+  ``Keyword Args:``, ``Returns:``, ...; any case, a space before the colon allowed) at column
+  0, a known NumPy title underlined with dashes, or a run of reST fields.  A Google section ends
+  at the first non-blank line back at the title's column (a closing paragraph, an unknown title
+  such as ``Usage:``); an unknown underlined title is description text before the first
+  section and ends the section it follows after one.  Each parameter section is handed to the
+  library's parser for its style.
+* **Google entry heads** whose type holds a colon or nested parentheses
+  (``a (:obj:`int`): ...``, ``origin (tuple(int, int)): ...``): the type ends at the
+  parenthesis that balances the opening one (at the first ``)`` when none does), and a line
+  that is not ``name (type): text`` / ``name: text`` documents nothing.  Continuation lines
+  are dedented as one block, so a code block that opens the continuation keeps its indentation.
+* **NumPy entries** naming several parameters (``x, y : float``); an entry whose names are
+  not all identifiers (a prose line) documents nothing.
+* **reST fields** with a multi-word type (``:param dict[str, int] mapping:``); a line back at
+  column 0 that is not a field ends the field before it.
 
-The description is everything before the first section, as the reference builds it: the first
-line, then (if any) the rest stripped, joined by a newline.  Other sections (``Returns:``,
-``Raises:``, ``Example:``, ...) are left out.
+The description is everything before the first section: its first line, then (if any) the
+rest stripped, joined by a newline.  Other sections (``Returns:``, ``Raises:``, ...) are left
+out.
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 
 import attrs
+from docstring_parser import rest as rest_style
+from docstring_parser.common import DocstringMeta, DocstringParam
+from docstring_parser.google import GoogleParser, Section, SectionType
+from docstring_parser.numpydoc import NumpydocParser
 
 __all__ = ["ParsedDocstring", "parse_docstring"]
 
@@ -40,69 +51,28 @@ _GOOGLE_PARAM_TITLES = {
     "attributes",
 }
 _GOOGLE_OTHER_TITLES = {
-    "returns",
-    "return",
-    "yields",
-    "yield",
-    "raises",
-    "raise",
-    "exceptions",
-    "except",
-    "example",
-    "examples",
-    "note",
-    "notes",
-    "warning",
-    "warnings",
-    "warns",
-    "see also",
-    "references",
-    "todo",
-    "methods",
+    *("returns", "return", "yields", "yield", "raises", "raise", "exceptions", "except"),
+    *("example", "examples", "note", "notes", "warning", "warnings", "warns", "see also"),
+    *("references", "todo", "methods"),
 }
-# numpydoc's sections plus the aliases docstring_parser accepts; ``Keyword Arguments`` and its
-# short forms are kept as parameter sections too (they are in common use).
 _NUMPY_PARAM_TITLES = _GOOGLE_PARAM_TITLES | {
-    "other params",
-    "other arguments",
-    "other args",
-    "attribute",
-    "receives",
-    "receive",
+    *("other params", "other arguments", "other args", "attribute", "receives", "receive"),
 }
-_NUMPY_OTHER_TITLES = {
-    "returns",
-    "return",
-    "yields",
-    "yield",
-    "raises",
-    "raise",
-    "warns",
-    "warn",
-    "methods",
-    "see also",
-    "related",
-    "notes",
-    "note",
-    "warnings",
-    "warning",
-    "references",
-    "reference",
-    "examples",
-    "example",
+_NUMPY_OTHER_TITLES = _GOOGLE_OTHER_TITLES - {"exceptions", "except", "todo"} | {
+    *("warn", "related", "reference"),
 }
-_GOOGLE_HEADER = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*$")
+_GOOGLE_HEADER = re.compile(r"^([A-Za-z][A-Za-z ]*?)\s*:\s*$")
 _NUMPY_UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
 _REST_FIELD = re.compile(
-    r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?|except"
+    r"^:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?|except"
     r"|exception|yields?|ivar|cvar|var)\b"
 )
 _REST_PARAM = re.compile(
-    r"^\s*:(?:param|parameter|arg|argument|key|keyword|ivar|cvar|var)\s+(?:[^:]*\s)?(\**\w+)\s*:(.*)$"
+    r"^:(?:param|parameter|arg|argument|key|keyword|ivar|cvar|var)\s+(?:[^:]*\s)?(\**\w+)\s*:(.*)$"
 )
 _GOOGLE_NAME = re.compile(r"(\**\w+)\s*")
 _GOOGLE_LOOSE_TYPE = re.compile(r"\([^)]*\)")
-_NUMPY_NAME = re.compile(r"\**\w+")
+_IDENTIFIER = re.compile(r"\**\w+")
 
 
 @attrs.frozen
@@ -119,28 +89,20 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
         return ParsedDocstring()
     lines = inspect.cleandoc(doc).splitlines()
     sections = _find_sections(lines)
-    first = sections[0][0] if sections else len(lines)
     params: dict[str, str] = {}
-    for start, end, kind, is_param in sections:
-        if not is_param:
-            continue
-        body = lines[start:end]
-        if kind == "google":
-            params.update(_google_params(body[1:]))
-        elif kind == "numpy":
-            params.update(_numpy_params(body[2:]))
-        else:
-            params.update(_rest_params(body))
+    for start, end, style, holds_params in sections:
+        if holds_params:
+            params.update(_READERS[style](lines[start:end]))
+    first = sections[0][0] if sections else len(lines)
     return ParsedDocstring(description=_description(lines[:first]), params=params)
 
 
 def _description(lines: list[str]) -> str:
-    text = "\n".join(lines).strip("\n")
-    if not text.strip():
-        return ""
-    short, _, long = text.partition("\n")
-    parts = [short.strip(), long.strip()]
-    return "\n".join(part for part in parts if part)
+    short, _, long = "\n".join(lines).strip("\n").partition("\n")
+    return "\n".join(part for part in (short.strip(), long.strip()) if part)
+
+
+# -- where the sections are ----------------------------------------------------------------
 
 
 def _find_sections(lines: list[str]) -> list[tuple[int, int, str, bool]]:
@@ -149,116 +111,86 @@ def _find_sections(lines: list[str]) -> list[tuple[int, int, str, bool]]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        indent = _indent(line)
         header = _GOOGLE_HEADER.match(line)
-        if header and indent == 0:
+        if header:
             title = header.group(1).strip().lower()
             if title in _GOOGLE_PARAM_TITLES or title in _GOOGLE_OTHER_TITLES:
                 starts.append((i, "google", title in _GOOGLE_PARAM_TITLES))
-        elif (
-            indent == 0
-            and line.strip()
-            and i + 1 < len(lines)
-            and _NUMPY_UNDERLINE.match(lines[i + 1])
-        ):
+        elif line[:1].strip() and i + 1 < len(lines) and _NUMPY_UNDERLINE.match(lines[i + 1]):
             title = line.strip().lower()
             if title in _NUMPY_PARAM_TITLES or title in _NUMPY_OTHER_TITLES:
                 starts.append((i, "numpy", title in _NUMPY_PARAM_TITLES))
-            elif starts:
-                # An unknown underlined title: description text before the first section
-                # (a ``Search`` heading), the end of the section it follows after one.
+            elif starts:  # an unknown underlined title: the end of the section it follows
                 starts.append((i, "numpy", False))
             i += 1
-        elif _REST_FIELD.match(line) and indent == 0:
+        elif _REST_FIELD.match(line):
             starts.append((i, "rest", True))
-            # A run of reST fields is one section.
-            while i + 1 < len(lines) and (
+            while i + 1 < len(lines) and (  # a run of reST fields is one section
                 _REST_FIELD.match(lines[i + 1]) or lines[i + 1].startswith((" ", "\t"))
             ):
                 i += 1
         i += 1
     sections = []
-    for n, (start, kind, is_param) in enumerate(starts):
+    for n, (start, style, holds_params) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
-        if kind == "google":
+        if style == "google":
             end = _google_section_end(lines, start, end)
-        sections.append((start, end, kind, is_param))
+        sections.append((start, end, style, holds_params))
     return sections
 
 
 def _google_section_end(lines: list[str], start: int, end: int) -> int:
     """Where the Google section titled at ``lines[start]`` ends (``end``: the next section).
 
-    The body is the block indented under the title, so the first non-blank line back at the
-    title's column (a closing paragraph, an unknown ``Usage:`` title) ends it.  A body that
+    The first non-blank line back at the title's column ends the indented body.  A body that
     starts at column 0 runs to ``end``: that is what ``cleandoc`` makes of a docstring that
-    opens with the title and has nothing after its section, and of unindented entries.
+    opens with the title, and of unindented entries.
     """
     content = [j for j in range(start + 1, end) if lines[j].strip()]
-    if not content or _indent(lines[content[0]]) == 0:
+    if not content or not lines[content[0]][:1].isspace():
         return end
-    return next((j for j in content if _indent(lines[j]) == 0), end)
+    return next((j for j in content if not lines[j][:1].isspace()), end)
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
+# -- reading a section with docstring-parser ------------------------------------------------
 
 
-def _entries(body: list[str]) -> list[tuple[str, list[str]]]:
-    """Split a section body into (entry line, continuation lines) at its base indent."""
-    content = [line for line in body if line.strip()]
-    if not content:
-        return []
-    base = min(len(line) - len(line.lstrip()) for line in content)
-    entries: list[tuple[str, list[str]]] = []
-    for line in body:
-        if not line.strip():
-            if entries:
-                entries[-1][1].append("")
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent <= base:
-            entries.append((line.strip(), []))
-        elif entries:
-            entries[-1][1].append(line)
-    return entries
+class _GoogleEntries(GoogleParser):
+    """The library's Google parser (it splits a section into entries), with entry heads read
+    as described in the module docstring: the library splits a head at its first colon."""
+
+    def __init__(self) -> None:
+        super().__init__([Section("Args", "param", SectionType.MULTIPLE)])
+
+    def _build_meta(self, text: str, title: str) -> DocstringMeta:
+        head, _, continuation = text.partition("\n")
+        entry = _google_head(head)
+        if entry is None:
+            return DocstringMeta(args=["text"], description=None)
+        name, first = entry
+        # every continuation line counts for the margin (cleandoc strips its first line whole)
+        rest = inspect.cleandoc("\n" + continuation).rstrip()
+        description = "\n".join(part for part in (first.strip(), rest) if part.strip())
+        return DocstringParam(
+            args=["param", name],
+            description=description,
+            arg_name=name,
+            type_name=None,
+            is_optional=None,
+            default=None,
+        )
 
 
-def _join(first: str, continuation: list[str]) -> str:
-    """An entry's text: its first line, then the continuation lines dedented as one block.
-
-    Every continuation line counts for the common margin (``cleandoc`` alone would strip the
-    first one whole), so a code block that opens the continuation keeps its indentation.
-    """
-    rest = inspect.cleandoc("\n".join(["", *continuation])).rstrip()
-    parts = [first.strip(), rest]
-    return "\n".join(part for part in parts if part.strip())
-
-
-def _google_params(body: list[str]) -> dict[str, str]:
-    params = {}
-    for head, continuation in _entries(body):
-        entry = _google_entry(head)
-        if entry is not None:
-            params[entry[0]] = _join(entry[1], continuation)
-    return params
-
-
-def _google_entry(head: str) -> tuple[str, str] | None:
-    """``(name, text)`` of a ``name (type): text`` / ``name: text`` line, else None.
-
-    The type is everything up to the parenthesis that balances the opening one, so it may
-    nest parentheses (``tuple(int, int)``) and hold colons (``:obj:`int```).
-    """
+def _google_head(head: str) -> tuple[str, str] | None:
+    """``(name, text)`` of a ``name (type): text`` / ``name: text`` line, else None."""
     match = _GOOGLE_NAME.match(head)
     if match is None:
         return None
     rest = head[match.end() :]
     if rest.startswith("("):
-        close = _closing_parenthesis(rest)
-        if close is None:
-            # Never balanced (a typo: ``origin (tuple(int, int): ...``): the type ends at the
-            # first ``)``, as before nesting was understood and as docstring_parser reads it.
+        depths = itertools.accumulate({"(": 1, ")": -1}.get(char, 0) for char in rest)
+        close = next((i for i, depth in enumerate(depths) if depth == 0), None)
+        if close is None:  # never balanced (a typo): the type ends at the first ``)``
             loose = _GOOGLE_LOOSE_TYPE.match(rest)
             if loose is None:
                 return None
@@ -266,46 +198,47 @@ def _google_entry(head: str) -> tuple[str, str] | None:
         rest = rest[close + 1 :].lstrip()
     if not rest.startswith(":"):
         return None
-    return match.group(1).lstrip("*"), rest[1:]
+    return match.group(1), rest[1:]
 
 
-def _closing_parenthesis(text: str) -> int | None:
-    """The index of the ``)`` balancing the ``(`` that ``text`` starts with, if any."""
-    depth = 0
-    for position, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return position
-    return None
+_GOOGLE = _GoogleEntries()
+_NUMPY = NumpydocParser()
 
 
-def _numpy_params(body: list[str]) -> dict[str, str]:
+def _google_params(section: list[str]) -> dict[str, str]:
+    body = [f"    {line}" if line.strip() else "" for line in section[1:]]
+    if not any(body):
+        return {}
+    # the leading blank line keeps cleandoc from dedenting the body to the title's column
+    parsed = _GOOGLE.parse("\nArgs:\n" + "\n".join(body))
+    return {p.arg_name.lstrip("*"): p.description or "" for p in parsed.params}
+
+
+def _numpy_params(section: list[str]) -> dict[str, str]:
+    parsed = _NUMPY.parse("Parameters\n----------\n" + "\n".join(section[2:]))
     params = {}
-    for head, continuation in _entries(body):
-        names = [name.strip() for name in head.split(":", 1)[0].split(",") if name.strip()]
-        # ``x, y : float`` documents both; a line whose names are not all identifiers
-        # (``bad-name : int``, a prose line) is not an entry.
-        if all(_NUMPY_NAME.fullmatch(name) for name in names):
-            for name in names:
-                params[name.lstrip("*")] = _join("", continuation)
+    for param in parsed.params:
+        names = [name.strip() for name in param.arg_name.split(",") if name.strip()]
+        if all(_IDENTIFIER.fullmatch(name) for name in names):
+            params.update(dict.fromkeys((n.lstrip("*") for n in names), param.description or ""))
     return params
 
 
-def _rest_params(body: list[str]) -> dict[str, str]:
-    params = {}
-    current: tuple[str, str, list[str]] | None = None
-    for line in [*body, ":end:"]:
-        if line.startswith((" ", "\t")) or not line.strip():
-            if current is not None:
-                current[2].append(line)
+def _rest_params(section: list[str]) -> dict[str, str]:
+    """Only the parameter fields reach the library, each as ``:param name: text``."""
+    fields: list[str] = []
+    keep = False
+    for line in section:
+        if line[:1].isspace() or not line.strip():
+            if keep:
+                fields.append(line)
             continue
-        if current is not None:
-            params[current[0]] = _join(current[1], current[2])
-            current = None
         match = _REST_PARAM.match(line)
-        if match:
-            current = (match.group(1).lstrip("*"), match.group(2), [])
-    return params
+        keep = match is not None
+        if match is not None:
+            fields.append(f":param {match.group(1)}:{match.group(2)}")
+    parsed = rest_style.parse("\n".join(fields))
+    return {p.arg_name.lstrip("*"): p.description or "" for p in parsed.params}
+
+
+_READERS = {"google": _google_params, "numpy": _numpy_params, "rest": _rest_params}

@@ -5,26 +5,21 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from typing import cast
 
 import trio
 
-from .._rules import PermissionBehavior
+from .._core.json_types import JSONObject, JSONValue
 from ..exception import ToolInputValidationError
-from ..permission._types import PermissionContext, PermissionDecision
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
-from ._convert import ConversionError, convert, needs_conversion
 from ._docstring import parse_docstring
+from ._hints import callable_docstring, callable_name
 from ._response import Emit, ToolChunk, chunk_from_value
-from ._schema import (
-    EXCLUDED_PARAMETERS,
-    callable_docstring,
-    callable_name,
-    function_input_schema,
-    remove_title_field,
-    resolve_type_hints,
-)
+from ._schema import remove_title_field
+from ._shape import ConversionError
+from ._signature import ToolParameters
 
 __all__ = ["FunctionTool"]
 
@@ -34,16 +29,16 @@ class FunctionTool(ToolBase):
 
     **Schema.** ``name`` defaults to the function's name, ``description`` to its docstring
     (the text before the ``Args:``-like sections), ``input_schema`` to the schema of its
-    parameters (:mod:`trioagent.tool._schema`; Google, NumPy and reST docstrings give the
+    parameters (:mod:`trioagent.tool._shape`; Google, NumPy and reST docstrings give the
     parameter descriptions).  ``emit``, ``_agent_state``, ``self``/``cls`` and
     ``*args``/``**kwargs`` are not part of the schema.  An explicit ``input_schema`` may be a
     dict or a pydantic model class.
 
-    **Calling.** Arguments arrive as JSON values and are converted to the annotated types first
-    (:mod:`trioagent.tool._convert`): attrs classes (read by field alias, as the schema shows
-    them), dataclasses, enums, literals and pydantic models — also inside lists, tuples, sets,
-    dicts (non-string keys too) and unions, whose members are tried in declaration order — and
-    ``2.0`` for an ``int``.  A mismatch is a
+    **Calling.** Arguments arrive as JSON values and are converted to the annotated types first,
+    by the same walk of the annotations that made the schema: attrs classes (read by field
+    alias, as the schema shows them), dataclasses, enums, literals and pydantic models — also
+    inside lists, tuples, sets, dicts (non-string keys too) and unions, whose members are tried
+    in declaration order — and ``2.0`` for an ``int``.  A mismatch is a
     :class:`~trioagent.exception.ToolInputValidationError` naming each bad value's JSON path;
     the function is not called.  Async functions are awaited.  Sync
     functions run inline in the event loop — keep them quick — or, with ``blocking=True``, in a
@@ -73,10 +68,10 @@ class FunctionTool(ToolBase):
 
     def __init__(
         self,
-        func: Callable[..., Any],
+        func: Callable[..., object],
         name: str | None = None,
         description: str | None = None,
-        input_schema: dict[str, Any] | type | None = None,
+        input_schema: JSONObject | type | None = None,
         is_concurrency_safe: bool = True,
         is_read_only: bool = False,
         is_state_injected: bool = False,
@@ -85,7 +80,7 @@ class FunctionTool(ToolBase):
         *,
         is_background: bool = False,
         background_after: float | None = None,
-        metadata_schema: dict[str, Any] | None = None,
+        metadata_schema: JSONObject | None = None,
         blocking: bool = False,
     ) -> None:
         if not callable(func):
@@ -106,8 +101,9 @@ class FunctionTool(ToolBase):
         self.description = (
             description if description is not None else _description(callable_docstring(func))
         )
+        self._parameters = ToolParameters(func)
         if input_schema is None:
-            self.input_schema = function_input_schema(func)
+            self.input_schema = self._parameters.schema()
         elif isinstance(input_schema, dict):
             self.input_schema = input_schema
         elif callable(getattr(input_schema, "model_json_schema", None)):
@@ -125,22 +121,15 @@ class FunctionTool(ToolBase):
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - callable objects
         )
-        parameters = inspect.signature(func).parameters
-        self._wants_emit = "emit" in parameters
-        hints = resolve_type_hints(func)
-        self._structured: dict[str, Any] = {
-            name: hints[name]
-            for name in parameters
-            if name in hints and name not in EXCLUDED_PARAMETERS and needs_conversion(hints[name])
-        }
+        self._wants_emit = "emit" in inspect.signature(func).parameters
 
     @property
-    def func(self) -> Callable[..., Any]:
+    def func(self) -> Callable[..., object]:
         """The wrapped function."""
         return self._func
 
     async def check_permissions(
-        self, tool_input: dict[str, Any], context: PermissionContext
+        self, tool_input: JSONObject, context: PermissionContext
     ) -> PermissionDecision:
         """The ``permission`` given at construction (a copy), else ASK."""
         if self._permission is not None:
@@ -150,14 +139,14 @@ class FunctionTool(ToolBase):
             message="Custom function tools must be explicitly allowed by the user.",
         )
 
-    async def call(self, emit: Emit, /, **kwargs: Any) -> Any:
+    async def call(self, emit: Emit, /, **kwargs: JSONValue) -> object:
         """Invoke the function (see the class docstring for the calling conventions)."""
         kwargs = self._structure(kwargs)
         buffered: list[ToolChunk] = []
         if self._wants_emit:
             kwargs["emit"] = self._emit_for(emit, buffered)
         if self._is_async:
-            result = await self._func(**kwargs)
+            result = await cast(Awaitable[object], self._func(**kwargs))
         elif self.blocking:
             result = await trio.to_thread.run_sync(functools.partial(self._func, **kwargs))
         else:
@@ -179,7 +168,7 @@ class FunctionTool(ToolBase):
             return None
         return result
 
-    def _emit_for(self, emit: Emit, buffered: list[ToolChunk]) -> Any:
+    def _emit_for(self, emit: Emit, buffered: list[ToolChunk]) -> Callable[[ToolChunk], object]:
         if self._is_async:
             return emit
         if self.blocking:
@@ -190,7 +179,7 @@ class FunctionTool(ToolBase):
             return emit_from_thread
         return buffered.append
 
-    async def _drain(self, generator: Generator[Any, None, Any], emit: Emit) -> None:
+    async def _drain(self, generator: Generator[object, None, object], emit: Emit) -> None:
         """Emit every item of a sync generator (stepped in a thread when ``blocking``)."""
         done = object()
         try:
@@ -207,28 +196,18 @@ class FunctionTool(ToolBase):
         finally:
             generator.close()
 
-    def _structure(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _structure(self, kwargs: JSONObject) -> JSONObject:
         """The arguments converted to the annotated types (see the class docstring).
 
         Raises:
             ToolInputValidationError: every argument that does not fit, with its JSON path.
         """
-        if not self._structured:
-            return kwargs
-        converted = dict(kwargs)
-        errors: list[str] = []
-        for name, annotation in self._structured.items():
-            if name not in converted:
-                continue
-            try:
-                converted[name] = convert(converted[name], annotation, f"$.{name}")
-            except ConversionError as exc:
-                errors.extend(f"argument {name!r}: {line}" for line in exc.errors)
-        if errors:
+        try:
+            return self._parameters.convert(kwargs)
+        except ConversionError as exc:
             raise ToolInputValidationError(
-                f"Input validation failed for tool '{self.name}': " + "; ".join(errors)
-            )
-        return converted
+                f"Input validation failed for tool '{self.name}': {exc}"
+            ) from None
 
 
 def _description(docstring: str) -> str:

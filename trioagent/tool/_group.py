@@ -1,4 +1,4 @@
-"""Tool groups and the ``reset_tools`` meta tool (tools_middleware.md §5.1, §5.6).
+"""Tool groups and the ``reset_tools`` meta tool.
 
 Tools of the ``"basic"`` group are always available.  Other groups are off until the model
 activates them by calling ``reset_tools`` with one boolean per group; the booleans are the final
@@ -9,14 +9,13 @@ state (unset → off).  The activated group names live in the agent state
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import attrs
 
-from .._rules import PermissionBehavior
+from .._core.json_types import JSONObject, JSONValue
 from ..exception import DeveloperOrientedException
-from ..message._blocks import TextBlock, ToolResultState
-from ..permission._types import PermissionContext, PermissionDecision
+from ..message import TextBlock, ToolResultState
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase
 from ._response import Emit, ToolChunk
 
@@ -106,7 +105,7 @@ class ResetTools(ToolBase):
         self._render = render
 
     @property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> JSONObject:
         """One boolean per non-basic group, computed live."""
         properties = {
             group.name: {"default": False, "description": group.description, "type": "boolean"}
@@ -116,11 +115,11 @@ class ResetTools(ToolBase):
         return {"properties": properties, "type": "object"}
 
     @input_schema.setter
-    def input_schema(self, value: dict[str, Any]) -> None:
+    def input_schema(self, value: JSONObject) -> None:
         raise AttributeError("reset_tools' input schema is derived from the tool groups")
 
     async def check_permissions(
-        self, tool_input: dict[str, Any], context: PermissionContext
+        self, tool_input: JSONObject, context: PermissionContext
     ) -> PermissionDecision:
         """Always allowed: it only changes which tools the model sees."""
         return PermissionDecision(
@@ -128,7 +127,9 @@ class ResetTools(ToolBase):
             message="The meta tool is always allowed to be called.",
         )
 
-    async def call(self, emit: Emit, /, _agent_state: Any = None, **kwargs: Any) -> ToolChunk:
+    async def call(
+        self, emit: Emit, /, _agent_state: object = None, **kwargs: JSONValue
+    ) -> ToolChunk:
         """Validate the booleans, replace the activated groups in place, report them."""
         activated = _activated_groups_of(_agent_state)
         if activated is None:
@@ -161,12 +162,12 @@ def _error(text: str) -> ToolChunk:
     return ToolChunk(content=[TextBlock(text=text)], state=ToolResultState.ERROR)
 
 
-def _activated_groups_of(state: Any) -> list[str] | None:
+def _activated_groups_of(state: object) -> list[str] | None:
     """``state.tool_context.activated_groups`` when the state has it (duck-typed)."""
     groups = getattr(getattr(state, "tool_context", None), "activated_groups", None)
     return groups if isinstance(groups, list) else None
 
 
-def activated_groups_of(state: Any) -> list[str]:
+def activated_groups_of(state: object) -> list[str]:
     """The activated group names recorded in ``state`` (``[]`` when it records none)."""
     return list(_activated_groups_of(state) or [])

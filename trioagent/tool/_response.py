@@ -1,7 +1,7 @@
 """Tool results: :class:`ToolChunk` (one increment) and :class:`ToolResponse` (the whole result).
 
 A tool streams chunks; the toolkit accumulates them into one response with
-:meth:`ToolResponse.append_chunk`, exactly as the reference does (tools_middleware.md §1.3):
+:meth:`ToolResponse.append_chunk`:
 
 1. blocks are matched by ``id``: text + text concatenates; base64 data + base64 data merges the
    payloads by bytes (:func:`~trioagent.message._blocks.merge_base64`), taking the newer non-empty
@@ -22,18 +22,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import attrs
 
 from .._core.ids import generate_id
-from ..message._blocks import (
-    Base64Source,
-    DataBlock,
-    TextBlock,
-    ToolResultState,
-    merge_base64,
-)
+from .._core.json_types import JSONObject
+from ..message import Base64Source, DataBlock, TextBlock, ToolResultState
+from ..message._blocks import merge_base64
+from ..serialization import unstructure
 
 __all__ = [
     "Emit",
@@ -57,12 +54,12 @@ _FINAL_STATES = frozenset(
 )
 
 
-def _check_content(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_content(instance: object, attribute: object, value: object) -> None:
     if not isinstance(value, list) or not all(isinstance(b, TextBlock | DataBlock) for b in value):
         raise TypeError(f"{type(instance).__name__}.content must be a list of TextBlock/DataBlock")
 
 
-def _check_final_state(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_final_state(instance: object, attribute: object, value: object) -> None:
     if value not in _FINAL_STATES:
         raise ValueError(
             f"ToolResponse.state must be success, error, denied or interrupted, got {str(value)!r}"
@@ -81,7 +78,7 @@ class ToolChunk:
     content: list[TextBlock | DataBlock] = attrs.field(validator=_check_content)
     state: ToolResultState = attrs.field(default=ToolResultState.RUNNING, converter=ToolResultState)
     is_last: bool = True
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
     id: str = attrs.field(factory=generate_id)
 
 
@@ -99,7 +96,7 @@ class ToolResponse:
         converter=ToolResultState,
         validator=_check_final_state,
     )
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
     id: str = attrs.field(factory=generate_id)
 
     def append_chunk(self, chunk: ToolChunk) -> ToolResponse:
@@ -180,7 +177,7 @@ def chunk_from_response(response: ToolResponse) -> ToolChunk:
     )
 
 
-def chunk_from_value(value: Any) -> ToolChunk | None:
+def chunk_from_value(value: object) -> ToolChunk | None:
     """Convert a tool function's return value (or one yielded item) into a chunk.
 
     ``None`` → no chunk; :class:`ToolChunk` → itself; :class:`ToolResponse` → a chunk with its
@@ -207,10 +204,8 @@ def chunk_from_value(value: Any) -> ToolChunk | None:
     return ToolChunk(content=[TextBlock(text=text)])
 
 
-def _to_json_text(value: Any) -> str:
+def _to_json_text(value: object) -> str:
     if attrs.has(type(value)):
-        from ..serialization import unstructure
-
         try:
             value = unstructure(value)
         except Exception:  # an attrs class the converter cannot handle

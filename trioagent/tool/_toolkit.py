@@ -18,6 +18,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 import jsonschema
 
+from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
 from ..exception import (
     AgentOrientedException,
@@ -26,8 +27,8 @@ from ..exception import (
     ToolInputValidationError,
     ToolNotFoundError,
 )
-from ..message._blocks import ToolCallBlock
-from ..permission._types import PermissionDecision
+from ..message import ToolCallBlock
+from ..permission import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._function import FunctionTool
@@ -39,6 +40,7 @@ from ._group import (
     render_meta_tool_response,
 )
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
+from ._schema import remove_title_field
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
 
@@ -50,7 +52,8 @@ ToolkitMiddleware: TypeAlias = Callable[
     [dict[str, Any], ToolNextHandler, Emit], Awaitable[ToolResponse | None]
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
+M = TypeVar("M", bound=ToolkitMiddleware)
 
 
 class Toolkit:
@@ -98,7 +101,7 @@ class Toolkit:
         /,
         name: str | None = None,
         description: str | None = None,
-        input_schema: dict[str, Any] | type | None = None,
+        input_schema: JSONObject | type | None = None,
         *,
         group_name: str = BASIC_GROUP,
         is_concurrency_safe: bool = True,
@@ -107,7 +110,7 @@ class Toolkit:
         is_background: bool = False,
         background_after: float | None = None,
         blocking: bool = False,
-        metadata_schema: dict[str, Any] | None = None,
+        metadata_schema: JSONObject | None = None,
         middlewares: list[ToolMiddlewareBase] | None = None,
         permission: PermissionDecision | None = None,
     ) -> F:
@@ -137,12 +140,11 @@ class Toolkit:
     #: AgentScope 1.x name of :meth:`register_function`.
     register_tool_function = register_function
 
-    def register_middleware(self, middleware: F) -> F:
+    def register_middleware(self, middleware: M) -> M:
         """Append a toolkit-wide middleware (the first registered is outermost).
 
-        ``async def middleware(kwargs, next_handler, emit) -> ToolResponse | None`` follows
-        DESIGN.md §3 (details in :mod:`trioagent.tool._chain`): ``await next_handler(sink=None,
-        /, **overrides)`` runs the inner middlewares, the tool's own middlewares and the tool
+        ``async def middleware(kwargs, next_handler, emit) -> ToolResponse | None``:
+        ``await next_handler(sink=None, /, **overrides)`` runs the inner middlewares, the tool's own middlewares and the tool
         with ``{**kwargs, **overrides}`` and returns their final :class:`ToolResponse`; their
         chunks go to ``sink`` (default ``emit``).  Return ``None`` to make the accumulation of
         what you emitted the result, or a :class:`ToolResponse` (emitted as one chunk if you
@@ -233,15 +235,13 @@ class Toolkit:
         found = self._all_tools().get(name)
         return found[0] if found is not None else None
 
-    def get_tool_schemas(self, groups: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def get_tool_schemas(self, groups: Sequence[str] | None = None) -> list[JSONObject]:
         """OpenAI-style function schemas of the tools available with ``groups`` active.
 
         Each is ``{"type": "function", "function": {"name", "description", "parameters"}}``,
         ``parameters`` being a title-free copy of the tool's input schema, in registration
         order.
         """
-        from ._schema import remove_title_field
-
         return [
             {
                 "type": "function",
@@ -279,7 +279,7 @@ class Toolkit:
 
     def validate_call(
         self, tool_call: ToolCallBlock, activated_groups: Sequence[str] | None = None
-    ) -> tuple[ToolBase, dict[str, Any]]:
+    ) -> tuple[ToolBase, JSONObject]:
         """Resolve the tool and parse and validate the call's arguments.
 
         Raises:
@@ -297,8 +297,8 @@ class Toolkit:
         self,
         tool_call: ToolCallBlock,
         *,
-        state: Any = None,
-        tool_input: dict[str, Any] | None = None,
+        state: object = None,
+        tool_input: JSONObject | None = None,
         emit: Callable[[ToolChunk], Awaitable[None]] | None = None,
     ) -> ToolResponse:
         """Run the call through the middlewares and the tool; return the final response.
@@ -368,8 +368,8 @@ class Toolkit:
         return found[0]
 
 
-def _make_core(state: Any) -> Callable[[dict[str, Any], Emit], Awaitable[ToolResponse | None]]:
-    async def run_tool(kwargs: dict[str, Any], emit: Emit) -> ToolResponse:
+def _make_core(state: object) -> Callable[[JSONObject, Emit], Awaitable[ToolResponse | None]]:
+    async def run_tool(kwargs: JSONObject, emit: Emit) -> ToolResponse:
         tool: ToolBase = kwargs["tool"]
         arguments = dict(kwargs["tool_input"])
         if tool.is_state_injected and not tool.is_mcp and not tool.is_external_tool:
@@ -379,7 +379,7 @@ def _make_core(state: Any) -> Callable[[dict[str, Any], Emit], Awaitable[ToolRes
     return run_tool
 
 
-def _check_tool(tool: Any) -> None:
+def _check_tool(tool: object) -> None:
     if not isinstance(tool, ToolBase):
         raise TypeError(f"expected a ToolBase, got {type(tool).__name__}")
     if not tool.name:
@@ -387,7 +387,7 @@ def _check_tool(tool: Any) -> None:
     tool.validate_schema()
 
 
-def _validate_input(tool: ToolBase, tool_input: dict[str, Any]) -> None:
+def _validate_input(tool: ToolBase, tool_input: JSONObject) -> None:
     schema = tool.input_schema
     validator = jsonschema.validators.validator_for(schema)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
