@@ -55,7 +55,7 @@ from trioagent.model import (
     MiniMaxChatModel,
     MiniMaxChatParameters,
 )
-from trioagent.model._anthropic import AnthropicStreamParser
+from trioagent.model._anthropic_stream import AnthropicStreamParser
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,

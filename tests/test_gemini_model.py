@@ -48,7 +48,7 @@ from trioagent.message import (
     UserMsg,
 )
 from trioagent.model import GeminiChatModel, GeminiChatParameters
-from trioagent.model._gemini import sanitize_gemini_schema, to_gemini_rest
+from trioagent.model._gemini_schema import sanitize_gemini_schema, to_gemini_rest
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,

@@ -1,7 +1,7 @@
 """The providers' shared HTTP helpers (trioagent/model/_http.py).
 
 Covers ``parse_retry_after``, the error mapping (``error_from_response``,
-``error_from_payload``, ``error_from_transport``), ``_safe_url``, ``bearer_headers``,
+``error_from_payload``, ``error_from_transport``), ``safe_url``, ``bearer_headers``,
 ``parse_event``, ``response_json``, ``incomplete_stream_error``, ``HTTPClientOwner``, and the
 I/O helpers ``send_request``, ``read_decoded`` and ``stream_sse``.  The I/O helpers run
 against real loopback servers (``serve_openai_compatible``, or a raw trio socket server for a
@@ -23,6 +23,25 @@ import pytest
 import trio
 import trio.testing
 
+from trioagent._http import (
+    HTTPClientOwner,
+    RequestBody,
+    ServerSentEvent,
+    aclose_response,
+    bearer_headers,
+    error_from_payload,
+    error_from_redirect,
+    error_from_response,
+    error_from_transport,
+    incomplete_stream_error,
+    parse_event,
+    parse_retry_after,
+    read_decoded,
+    response_json,
+    safe_url,
+    send_request,
+    stream_sse,
+)
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -35,25 +54,6 @@ from trioagent.exception import (
     ModelTimeoutError,
     ModelUpstreamError,
 )
-from trioagent.model._http import (
-    HTTPClientOwner,
-    _RequestBody,
-    _safe_url,
-    aclose_response,
-    bearer_headers,
-    error_from_payload,
-    error_from_redirect,
-    error_from_response,
-    error_from_transport,
-    incomplete_stream_error,
-    parse_event,
-    parse_retry_after,
-    read_decoded,
-    response_json,
-    send_request,
-    stream_sse,
-)
-from trioagent.model._sse import ServerSentEvent
 from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
@@ -355,7 +355,7 @@ def test_error_from_transport_without_url_or_detail() -> None:
     assert error.message == "could not reach the provider: ReadError"
 
 
-# -- _safe_url, bearer_headers -----------------------------------------------------------------
+# -- safe_url, bearer_headers -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -372,11 +372,11 @@ def test_error_from_transport_without_url_or_detail() -> None:
     ],
 )
 def test_safe_url(url: str, expected: str) -> None:
-    assert _safe_url(httpx.URL(url)) == expected
+    assert safe_url(httpx.URL(url)) == expected
 
 
 def test_safe_url_ipv6_host_keeps_its_brackets() -> None:
-    assert _safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
+    assert safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
 
 
 @pytest.mark.parametrize(
@@ -554,7 +554,7 @@ async def test_send_request_returns_a_2xx_response(
 
 
 async def test_request_body_yields_its_bytes_once_per_iteration() -> None:
-    body = _RequestBody(b"payload")
+    body = RequestBody(b"payload")
 
     assert [chunk async for chunk in body] == [b"payload"]
     assert [chunk async for chunk in body] == [b"payload"]  # each iteration starts over

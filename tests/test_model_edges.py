@@ -33,6 +33,7 @@ import trio.lowlevel
 import trio.testing
 from provider_kit import MSGS, Sink, pooled, start_server
 
+from trioagent._http import DRAIN_GRACE
 from trioagent.agent import Agent, InjectionConfig, ModelConfig
 from trioagent.credential import OpenAICredential
 from trioagent.event import ReplyEndEvent, TextBlockDeltaEvent
@@ -55,7 +56,6 @@ from trioagent.message import (
     UserMsg,
 )
 from trioagent.model import ChatModelBase, ChatResponse, OpenAIChatModel
-from trioagent.model._http import DRAIN_GRACE
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import httpx
 
+from .._http import HTTPClientOwner
 from ..exception import ModelError
 from ..message import DataBlock, TextBlock
-from ..model._http import HTTPClientOwner
 from ..types import ErrorType
 from ._types import ClassifierResponse, Question
 

@@ -22,10 +22,10 @@ import httpx
 import trio
 
 from .._core.ids import generate_id
+from .._http import send_request
 from ..credential import OpenAICredential
 from ..exception import ModelTimeoutError
 from ..message import Base64Source, DataBlock, TextBlock
-from ..model._http import send_request
 from ._base import ClassifierInput, ClassifierModelBase, ClassifierResponseError
 from ._types import (
     Answer,

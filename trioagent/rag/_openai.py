@@ -19,9 +19,9 @@ import httpx
 import trio
 
 from .._core.ids import generate_id
+from .._http import HTTPClientOwner, send_request
 from ..credential import OpenAICredential
 from ..exception import ModelUpstreamError
-from ..model._http import HTTPClientOwner, send_request
 from ._embedding import (
     BatchItem,
     EmbeddingCacheBase,
