@@ -105,7 +105,7 @@ class OpenAIStreamParser:
     """Turns OpenAI-compatible ``chat.completion.chunk`` objects into delta chunks.
 
     One parser per call: it fixes the text, thinking and audio block ids (one block of each per
-    call, as the reference), maps tool-call ``index`` to the call id and name from its first
+    call, as AgentScope), maps tool-call ``index`` to the call id and name from its first
     fragment, and remembers the usage once reported (later deltas carry it).
 
     A chunk of the wrong shape (``choices`` not a list of objects, a ``delta`` or ``usage``

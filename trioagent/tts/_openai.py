@@ -9,11 +9,12 @@ cancelled synthesis closes its connection.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import httpx
 import trio
 
+from .._core.json_types import JSONObject, JSONValue
 from .._http import (
     HTTPClientOwner,
     aclose_response,
@@ -71,7 +72,7 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         response_format: ResponseFormat = "wav",
         speed: float | None = None,
         instructions: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, JSONValue] | None = None,
         stream: bool = True,
         http_client: httpx.AsyncClient | None = None,
         timeout: float | None = None,
@@ -103,9 +104,9 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         """The media type of the audio this model produces."""
         return MEDIA_TYPES[self.response_format]
 
-    def build_body(self, text: str) -> dict[str, Any]:
+    def build_body(self, text: str) -> JSONObject:
         """The request body for ``text``."""
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "model": self.model,
             "input": text,
             "voice": self.voice,
