@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import httpcore
+import httpx
 import trio
 
 from trioagent.agent import Agent, InjectionConfig
@@ -90,13 +92,14 @@ class Sink:
         self.items.append(chunk)
 
 
-def pooled(model: ChatModelBase) -> list[Any]:
-    """The connections in the model's httpx pool.
+def open_connections(client: httpx.AsyncClient) -> list[httpcore.AsyncConnectionInterface]:
+    """The connections in the client's httpx pool, open or idle.
 
-    ``_transport._pool`` is private httpx/httpcore API, read here on purpose: it is the only
-    way to assert that a cancelled stream's connection was closed rather than pooled.
+    This is the one place the tests read httpx's private ``_transport._pool``, on purpose: it
+    is the only way to assert that a cancelled or finished call's connection was closed (or
+    pooled idle) rather than left busy.
     """
-    return list(model.http_client._transport._pool.connections)  # type: ignore[attr-defined]
+    return list(client._transport._pool.connections)  # type: ignore[attr-defined]
 
 
 async def call_cancelled_after(

@@ -23,6 +23,7 @@ from provider_kit import (
     call_cancelled_after,
     event_stream,
     lookup_agent,
+    open_connections,
     start_server,
 )
 
@@ -55,7 +56,7 @@ from trioagent.model import (
     MiniMaxChatModel,
     MiniMaxChatParameters,
 )
-from trioagent.model._anthropic import AnthropicStreamParser
+from trioagent.model._anthropic_stream import AnthropicStreamParser
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
@@ -996,8 +997,8 @@ async def test_cancel_sweep_over_a_tool_round(
         return agent_with_tool(model, lookup)
 
     def no_busy_connection(run: SweepRun) -> None:
-        pool = run.agent.model.http_client._transport._pool  # httpx internals: the live pool
-        assert all(c.is_idle() or c.is_closed() for c in pool.connections), run.cancel_at
+        connections = open_connections(run.agent.model.http_client)
+        assert all(c.is_idle() or c.is_closed() for c in connections), run.cancel_at
 
     report = await cancel_sweep(
         make_agent, lambda: UserMsg("user", "weather?"), check=no_busy_connection

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import trio
+from provider_kit import open_connections
 
 from trioagent import UserMsg
 from trioagent.agent import Agent, InjectionConfig
@@ -57,8 +58,8 @@ class _Fleet:
 
 
 def _no_busy_connection(run: SweepRun) -> None:
-    pool = run.agent.model.http_client._transport._pool  # httpx internals: the live pool
-    assert all(c.is_idle() or c.is_closed() for c in pool.connections), run.cancel_at
+    pool = open_connections(run.agent.model.http_client)
+    assert all(c.is_idle() or c.is_closed() for c in pool), run.cancel_at
 
 
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])

@@ -24,7 +24,7 @@ from provider_kit import (
     agent_with_tool,
     call_cancelled_after,
     event_stream,
-    pooled,
+    open_connections,
     start_server,
 )
 
@@ -48,7 +48,7 @@ from trioagent.message import (
     UserMsg,
 )
 from trioagent.model import GeminiChatModel, GeminiChatParameters
-from trioagent.model._gemini import sanitize_gemini_schema, to_gemini_rest
+from trioagent.model._gemini_schema import sanitize_gemini_schema, to_gemini_rest
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
@@ -875,7 +875,7 @@ async def test_cancel_mid_stream_emits_the_partial_and_closes_the_connection(
     with trio.fail_after(5):
         await gemini.server.wait_all_closed()
     assert gemini.server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 async def test_connection_reused_after_a_complete_stream(
@@ -887,7 +887,7 @@ async def test_connection_reused_after_a_complete_stream(
     await model(MSGS)
 
     assert [r.connection_id for r in gemini.requests] == [0, 0]
-    assert len(pooled(model)) == 1
+    assert len(open_connections(model.http_client)) == 1
 
 
 # -- credentials, structured output, agent -----------------------------------------------------

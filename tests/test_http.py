@@ -1,7 +1,7 @@
 """The providers' shared HTTP helpers (trioagent/model/_http.py).
 
 Covers ``parse_retry_after``, the error mapping (``error_from_response``,
-``error_from_payload``, ``error_from_transport``), ``_safe_url``, ``bearer_headers``,
+``error_from_payload``, ``error_from_transport``), ``safe_url``, ``bearer_headers``,
 ``parse_event``, ``response_json``, ``incomplete_stream_error``, ``HTTPClientOwner``, and the
 I/O helpers ``send_request``, ``read_decoded`` and ``stream_sse``.  The I/O helpers run
 against real loopback servers (``serve_openai_compatible``, or a raw trio socket server for a
@@ -22,7 +22,27 @@ import httpx
 import pytest
 import trio
 import trio.testing
+from provider_kit import open_connections
 
+from trioagent._http import (
+    HTTPClientOwner,
+    RequestBody,
+    ServerSentEvent,
+    aclose_response,
+    bearer_headers,
+    error_from_payload,
+    error_from_redirect,
+    error_from_response,
+    error_from_transport,
+    incomplete_stream_error,
+    parse_event,
+    parse_retry_after,
+    read_decoded,
+    response_json,
+    safe_url,
+    send_request,
+    stream_sse,
+)
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
     ModelAuthenticationError,
@@ -35,25 +55,6 @@ from trioagent.exception import (
     ModelTimeoutError,
     ModelUpstreamError,
 )
-from trioagent.model._http import (
-    HTTPClientOwner,
-    _RequestBody,
-    _safe_url,
-    aclose_response,
-    bearer_headers,
-    error_from_payload,
-    error_from_redirect,
-    error_from_response,
-    error_from_transport,
-    incomplete_stream_error,
-    parse_event,
-    parse_retry_after,
-    read_decoded,
-    response_json,
-    send_request,
-    stream_sse,
-)
-from trioagent.model._sse import ServerSentEvent
 from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
@@ -355,7 +356,7 @@ def test_error_from_transport_without_url_or_detail() -> None:
     assert error.message == "could not reach the provider: ReadError"
 
 
-# -- _safe_url, bearer_headers -----------------------------------------------------------------
+# -- safe_url, bearer_headers -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -372,11 +373,11 @@ def test_error_from_transport_without_url_or_detail() -> None:
     ],
 )
 def test_safe_url(url: str, expected: str) -> None:
-    assert _safe_url(httpx.URL(url)) == expected
+    assert safe_url(httpx.URL(url)) == expected
 
 
 def test_safe_url_ipv6_host_keeps_its_brackets() -> None:
-    assert _safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
+    assert safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
 
 
 @pytest.mark.parametrize(
@@ -509,15 +510,6 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def pooled(client: httpx.AsyncClient) -> list[Any]:
-    """The connections in the client's httpx pool.
-
-    ``_transport._pool`` is private httpx/httpcore API, read here on purpose: it is the only
-    way to assert that a response was closed rather than left holding its connection.
-    """
-    return list(client._transport._pool.connections)  # type: ignore[attr-defined]
-
-
 def chat_request(
     client: httpx.AsyncClient, server: OpenAICompatibleServer, *, stream: bool
 ) -> httpx.Request:
@@ -554,7 +546,7 @@ async def test_send_request_returns_a_2xx_response(
 
 
 async def test_request_body_yields_its_bytes_once_per_iteration() -> None:
-    body = _RequestBody(b"payload")
+    body = RequestBody(b"payload")
 
     assert [chunk async for chunk in body] == [b"payload"]
     assert [chunk async for chunk in body] == [b"payload"]  # each iteration starts over
@@ -620,7 +612,7 @@ async def test_send_request_raises_the_typed_error_and_closes_the_response(
     assert exc.retry_after == 3.0
     # The error response was read and closed: its connection is idle in the pool, and the
     # next request reuses it.
-    assert [c.is_idle() for c in pooled(client)] == [True]
+    assert [c.is_idle() for c in open_connections(client)] == [True]
     response = await send_request(client, chat_request(client, server, stream=False), stream=False)
     assert response.status_code == 200
     assert [r.connection_id for r in server.requests] == [0, 0]
@@ -658,7 +650,7 @@ async def test_send_request_4xx_from_a_custom_route(
         f"refused {status}",
         "c",
     )
-    assert [c.is_idle() for c in pooled(client)] == [True]
+    assert [c.is_idle() for c in open_connections(client)] == [True]
 
 
 async def test_send_request_uses_the_given_error_mapper(
@@ -703,7 +695,7 @@ async def test_send_request_cancelled_while_reading_an_error_body_closes_the_con
         await send_request(client, request, stream=True)
 
     assert scope.cancelled_caught
-    assert pooled(client) == []
+    assert open_connections(client) == []
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
@@ -724,7 +716,7 @@ async def test_send_request_error_body_stalled_past_the_read_timeout(
     assert trio.current_time() - start == pytest.approx(5)  # the client's read timeout
     # The body could not be read: the status's reason phrase is the message.
     assert (info.value.status_code, info.value.message) == (500, "Internal Server Error")
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 def answer_then_close(data: bytes) -> Callable[[trio.SocketStream], Awaitable[None]]:
@@ -781,7 +773,7 @@ async def test_send_request_error_body_cut_short_falls_back_to_the_reason_phrase
     assert type(exc) is ModelUpstreamError
     assert (exc.status_code, exc.message, exc.code) == (503, "Service Unavailable", None)
     assert exc.retry_after == 3.0
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreachable(
@@ -801,7 +793,7 @@ async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreach
     assert "the stream was cut" in info.value.message
     assert f"{base}/v1/models" in info.value.message
     assert "s3cr3t" not in info.value.message
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 async def test_send_request_non_streaming_success_reads_the_body(
@@ -856,7 +848,7 @@ async def test_send_request_never_follows_a_redirect(
         request = client.build_request("POST", f"{base}/v1/chat", json={})
         with pytest.raises(ModelInvalidRequestError) as info:
             await send_request(client, request, stream=stream, redact=REDACT)
-        assert pooled(client) == []
+        assert open_connections(client) == []
 
     exc = info.value
     assert (exc.status_code, exc.retryable) == (status, False)
@@ -927,7 +919,7 @@ async def test_stream_sse_json_error_object_raises_the_mapped_error(
         "quota",
         False,
     )
-    assert [c.is_idle() for c in pooled(client)] == [True]  # read whole: reusable
+    assert [c.is_idle() for c in open_connections(client)] == [True]  # read whole: reusable
 
 
 async def test_stream_sse_other_json_goes_to_json_body(
@@ -1084,7 +1076,7 @@ async def test_read_decoded_stops_handling_at_the_terminator_and_reads_the_rest(
 
     assert handler.seen == ["a", "b", "STOP"]  # nothing after the terminator
     # The rest was drained: the connection went back to the pool and is reused.
-    assert [c.is_idle() for c in pooled(client)] == [True]
+    assert [c.is_idle() for c in open_connections(client)] == [True]
     assert await read_lines(client, url, Handler("STOP"))
     assert [r.connection_id for r in server.requests] == [0, 0]
 
@@ -1123,7 +1115,7 @@ async def test_read_decoded_cut_after_the_terminator_is_a_success(
     assert await read_lines(client, f"{base}/lines", handler)
 
     assert handler.seen == ["a", "STOP"]
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 async def test_read_decoded_cut_before_the_terminator_is_a_stream_error(
@@ -1138,7 +1130,7 @@ async def test_read_decoded_cut_before_the_terminator_is_a_stream_error(
     assert info.value.retryable
     assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
     assert handler.seen == ["a", "b"]
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 async def test_read_decoded_stalled_past_the_read_timeout(
@@ -1157,7 +1149,7 @@ async def test_read_decoded_stalled_past_the_read_timeout(
         await read_lines(client, f"{server.base_url}/lines", handler)
 
     assert handler.seen == ["a"]
-    assert pooled(client) == []
+    assert open_connections(client) == []
 
 
 async def test_read_decoded_handler_error_closes_the_connection(
@@ -1175,7 +1167,7 @@ async def test_read_decoded_handler_error_closes_the_connection(
         await read_decoded(response, LineDecoder().feed, handler)
 
     assert response.is_closed
-    assert pooled(client) == []
+    assert open_connections(client) == []
     with trio.fail_after(5):
         await server.wait_all_closed()
 
@@ -1195,7 +1187,7 @@ async def test_read_sse_and_stream_sse(
     assert events[-1].data == "[DONE]"
     contents = [json.loads(e.data)["choices"][0]["delta"].get("content") for e in events[:-1]]
     assert "".join(c for c in contents if c) == "Hi"
-    assert [c.is_idle() for c in pooled(client)] == [True]
+    assert [c.is_idle() for c in open_connections(client)] == [True]
 
 
 async def test_stream_sse_error_status(

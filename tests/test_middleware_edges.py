@@ -21,6 +21,7 @@ import trio
 import trio.testing
 from agent_helpers import Recorder, assert_paired, make_agent, user
 from agent_kit import confirm, tool_calls
+from provider_kit import open_connections
 from tts_kit import ChannelRealtimeTTS, DirectRealtimeTTS, FakeTTS, chunk
 
 from trioagent.agent import Agent, AgentState, ModelConfig
@@ -411,8 +412,8 @@ async def test_interrupt_while_an_http_classifier_routes_closes_its_connection(
             inner.start_soon(run)
             await server.wait_until(lambda: bool(seen))
             agent.interrupt()
-        pool = classifier.http_client._transport._pool  # type: ignore[attr-defined]
-        assert [c for c in pool.connections if not (c.is_idle() or c.is_closed())] == []
+        pool = open_connections(classifier.http_client)
+        assert [c for c in pool if not (c.is_idle() or c.is_closed())] == []
     with trio.fail_after(5):  # a guard: the server notices the closed socket at once
         await server.wait_all_closed()
     assert result[0].finished_reason == ReplyFinishedReason.INTERRUPTED

@@ -31,8 +31,9 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from provider_kit import MSGS, Sink, pooled, start_server
+from provider_kit import MSGS, Sink, open_connections, start_server
 
+from trioagent._http import DRAIN_GRACE
 from trioagent.agent import Agent, InjectionConfig, ModelConfig
 from trioagent.credential import OpenAICredential
 from trioagent.event import ReplyEndEvent, TextBlockDeltaEvent
@@ -55,7 +56,6 @@ from trioagent.message import (
     UserMsg,
 )
 from trioagent.model import ChatModelBase, ChatResponse, OpenAIChatModel
-from trioagent.model._http import DRAIN_GRACE
 from trioagent.testing import (
     OpenAICompatibleServer,
     RecordedRequest,
@@ -99,7 +99,7 @@ def text_of(response: ChatResponse) -> str:
 
 def busy(model: ChatModelBase) -> list[Any]:
     """Pooled connections that are neither idle (reusable) nor closed."""
-    return [c for c in pooled(model) if not (c.is_idle() or c.is_closed())]
+    return [c for c in open_connections(model.http_client) if not (c.is_idle() or c.is_closed())]
 
 
 @pytest.fixture
@@ -692,7 +692,7 @@ async def test_cancel_while_a_stream_stalls_before_its_first_chunk(
         assert [(c.is_last, c.finished_reason, c.content) for c in sink.items] == [
             (True, FinishedReason.INTERRUPTED, [])
         ]
-        assert pooled(m) == []  # a half-read stream is closed, never pooled
+        assert open_connections(m.http_client) == []  # a half-read stream is closed, never pooled
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
@@ -1050,14 +1050,14 @@ async def test_cancel_and_timeout_while_connecting(caplog: pytest.LogCaptureFixt
             assert [(c.finished_reason, c.content) for c in sink.items] == [
                 (FinishedReason.INTERRUPTED, [])
             ]
-            assert pooled(m) == []
+            assert open_connections(m.http_client) == []
 
         async with OpenAIChatModel(
             "m", credential=credential, connect_timeout=0.05, max_retries=1, retry_delay=0.01
         ) as m:
             with trio.fail_after(5), pytest.raises(ModelTimeoutError) as info:
                 await m(MSGS)
-            assert pooled(m) == []
+            assert open_connections(m.http_client) == []
         assert str(info.value).startswith(f"timed out connecting (http://127.0.0.1:{port}/v1/")
         assert info.value.retryable
         assert [r.getMessage().count("retry 1 of 1") for r in caplog.records] == [1]
@@ -1094,7 +1094,9 @@ async def test_done_without_the_end_of_the_body_returns_and_drops_the_connection
         with trio.fail_after(30):
             final = await m(MSGS, emit=sink)
         elapsed = trio.current_time() - start
-        assert pooled(m) == []  # the unfinished connection was closed, not pooled
+        assert (
+            open_connections(m.http_client) == []
+        )  # the unfinished connection was closed, not pooled
 
     assert text_of(final) == "ok"
     assert texts(sink.items) == ["ok"]

@@ -22,7 +22,7 @@ from provider_kit import (
     Sink,
     call_cancelled_after,
     lookup_agent,
-    pooled,
+    open_connections,
     start_server,
 )
 
@@ -406,7 +406,7 @@ async def test_stall_past_read_timeout_closes_the_connection(
         with pytest.raises(ModelTimeoutError, match="waiting for data"):
             await model(MSGS)
         assert trio.current_time() - start == pytest.approx(30)
-        assert pooled(model) == []
+        assert open_connections(model.http_client) == []
 
     await ollama.server.wait_all_closed()
 
@@ -460,7 +460,7 @@ async def test_cancel_mid_stream_closes_the_connection(
     with trio.fail_after(5):
         await ollama.server.wait_all_closed()
     assert ollama.server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 async def test_connection_reused_after_a_complete_stream(
@@ -470,7 +470,7 @@ async def test_connection_reused_after_a_complete_stream(
     await model(MSGS)
 
     assert [r.connection_id for r in ollama.requests] == [0, 0]
-    assert len(pooled(model)) == 1
+    assert len(open_connections(model.http_client)) == 1
 
 
 # -- structured output, history, agent --------------------------------------------------------

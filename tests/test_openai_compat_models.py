@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from provider_kit import MSGS, Sink, call_cancelled_after, lookup_agent, pooled, start_server
+from provider_kit import (
+    MSGS,
+    Sink,
+    call_cancelled_after,
+    lookup_agent,
+    open_connections,
+    start_server,
+)
 
 from trioagent.credential import DashScopeCredential, DeepSeekCredential, MoonshotCredential
 from trioagent.exception import (
@@ -236,7 +243,7 @@ async def test_cancel_mid_stream_closes_the_connection(
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
     await model.aclose()
 
 

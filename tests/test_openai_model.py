@@ -17,7 +17,7 @@ import httpx
 import pytest
 import trio
 import trio.testing
-from provider_kit import MSGS, Sink, call_cancelled_after, pooled, start_server
+from provider_kit import MSGS, Sink, call_cancelled_after, open_connections, start_server
 
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
@@ -564,7 +564,7 @@ async def test_stall_past_read_timeout(server: OpenAICompatibleServer) -> None:
     async with server.chat_model(read_timeout=0.05, max_retries=0) as model:
         with pytest.raises(ModelTimeoutError, match="waiting for data"):
             await model(MSGS)
-        assert pooled(model) == []
+        assert open_connections(model.http_client) == []
 
     with trio.fail_after(5):
         await server.wait_all_closed()
@@ -581,7 +581,7 @@ async def test_stall_past_the_total_deadline(
         with pytest.raises(ModelTimeoutError, match="total timeout of 30"):
             await model(MSGS, emit=sink)
         assert trio.current_time() - start == pytest.approx(30)
-        assert pooled(model) == []
+        assert open_connections(model.http_client) == []
 
     assert sink.items == []
 
@@ -632,7 +632,7 @@ async def test_cancel_mid_stream_closes_the_connection(
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 async def test_cancel_while_waiting_for_headers(
@@ -652,7 +652,7 @@ async def test_cancel_while_waiting_for_headers(
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 async def test_connection_reused_after_a_complete_stream(
@@ -664,7 +664,7 @@ async def test_connection_reused_after_a_complete_stream(
     await model(MSGS)
 
     assert [r.connection_id for r in server.requests] == [0, 0]
-    assert len(pooled(model)) == 1
+    assert len(open_connections(model.http_client)) == 1
 
 
 # -- credentials, structured output, media ---------------------------------------------------

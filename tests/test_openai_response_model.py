@@ -22,7 +22,7 @@ from provider_kit import (
     agent_with_tool,
     call_cancelled_after,
     event_stream as stream,
-    pooled,
+    open_connections,
     start_server,
 )
 
@@ -725,7 +725,7 @@ async def test_cancel_mid_stream_emits_the_partial_and_closes_the_connection(
     with trio.fail_after(5):
         await api.server.wait_all_closed()
     assert api.server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 # -- agent -----------------------------------------------------------------------------------

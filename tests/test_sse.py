@@ -6,7 +6,7 @@ import codecs
 
 from hypothesis import given, strategies as st
 
-from trioagent.model._sse import ServerSentEvent, SSEDecoder
+from trioagent._http import ServerSentEvent, SSEDecoder
 
 
 def decode_all(*pieces: str) -> list[ServerSentEvent]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from provider_kit import MSGS, Sink, lookup_agent, pooled, start_server
+from provider_kit import MSGS, Sink, lookup_agent, open_connections, start_server
 
 from trioagent.credential import XAICredential
 from trioagent.exception import (
@@ -276,7 +276,7 @@ async def test_cancel_mid_stream_closes_the_connection(
     with trio.fail_after(5):
         await server.wait_all_closed()
     assert server.connections[0].closed_by_client
-    assert pooled(model) == []
+    assert open_connections(model.http_client) == []
 
 
 # -- structured output and an agent reply ----------------------------------------------------

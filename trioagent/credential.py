@@ -179,7 +179,7 @@ class MoonshotCredential(CredentialBase):
 
 @attrs.define(kw_only=True)
 class XAICredential(CredentialBase):
-    """xAI Grok.  ``api_host`` (no scheme) as in the reference; ``base_url`` overrides it."""
+    """xAI Grok.  ``api_host`` (no scheme) as in AgentScope; ``base_url`` overrides it."""
 
     type: ClassVar[str] = "xai_credential"
     api_key_env: ClassVar[tuple[str, ...]] = ("XAI_API_KEY",)

@@ -1,4 +1,4 @@
-"""Classifier models: typed questions answered with probabilities (reference/model.md §5).
+"""Classifier models: typed questions answered with probabilities.
 
 Used by :class:`~trioagent.middleware.ModelRouterMiddleware` to pick a chat model per reply.
 """

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 import httpx
 
+from .._core.json_types import JSONObject, JSONValue
+from .._http import HTTPClientOwner
+from ..credential import CredentialBase
 from ..exception import ModelError
 from ..message import DataBlock, TextBlock
-from ..model._http import HTTPClientOwner
 from ..types import ErrorType
 from ._types import ClassifierResponse, Question
-
-if TYPE_CHECKING:
-    from ..credential import CredentialBase
 
 __all__ = ["ClassifierInput", "ClassifierModelBase", "ClassifierResponseError"]
 
 #: What a classifier classifies: a text, a JSON object, or text and image blocks.
-ClassifierInput: TypeAlias = str | Mapping[str, Any] | Sequence[TextBlock | DataBlock]
+ClassifierInput: TypeAlias = str | Mapping[str, JSONValue] | Sequence[TextBlock | DataBlock]
 
 
 class ClassifierResponseError(ModelError):
@@ -58,7 +57,7 @@ class ClassifierModelBase(HTTPClientOwner):
         model: str,
         *,
         credential: CredentialBase | None = None,
-        parameters: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, JSONValue] | None = None,
         http_client: httpx.AsyncClient | None = None,
         timeout: float | None = 30.0,
         read_timeout: float | None = 30.0,
@@ -68,7 +67,7 @@ class ClassifierModelBase(HTTPClientOwner):
             raise ValueError("timeout must be > 0 or None")
         self.model = model
         self.credential = credential
-        self.parameters: dict[str, Any] = dict(parameters or {})
+        self.parameters: JSONObject = dict(parameters or {})
         self.timeout = timeout
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
@@ -81,7 +80,7 @@ class ClassifierModelBase(HTTPClientOwner):
         return self.credential.redact(text) if self.credential is not None else text
 
     async def __call__(
-        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: Any
+        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: JSONValue
     ) -> ClassifierResponse:
         """Answer every question about ``state``; ``content`` is keyed by question name.
 

@@ -1,4 +1,4 @@
-"""OpenAI's Decisions API over httpx (reference/model.md §5).
+"""OpenAI's Decisions API over httpx.
 
 ``POST {base_url}/decisions`` with a Bearer key and the body
 ``{"model", "input", "questions": [...], **parameters}``.  Questions map to
@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 import trio
 
 from .._core.ids import generate_id
+from .._core.json_types import JSONObject, JSONValue
+from .._http import send_request
 from ..credential import OpenAICredential
 from ..exception import ModelTimeoutError
 from ..message import Base64Source, DataBlock, TextBlock
-from ..model._http import send_request
 from ._base import ClassifierInput, ClassifierModelBase, ClassifierResponseError
 from ._types import (
     Answer,
@@ -48,7 +49,7 @@ class OpenAIClassifierModel(ClassifierModelBase):
     """A classifier backed by OpenAI's Decisions endpoint (or a compatible server).
 
     Args:
-        model: the model name (default ``"gpt-6-luna"``, as the reference).
+        model: the model name (default ``"gpt-6-luna"``, as AgentScope).
         credential: key and base URL (default ``OpenAICredential()``, which reads
             ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``).
         Other keyword arguments: see :class:`~trioagent.classifier.ClassifierModelBase`.
@@ -62,7 +63,7 @@ class OpenAIClassifierModel(ClassifierModelBase):
         model: str = "gpt-6-luna",
         *,
         credential: OpenAICredential | None = None,
-        parameters: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, JSONValue] | None = None,
         http_client: httpx.AsyncClient | None = None,
         timeout: float | None = 30.0,
         read_timeout: float | None = 30.0,
@@ -79,8 +80,8 @@ class OpenAIClassifierModel(ClassifierModelBase):
         )
 
     def build_body(
-        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: Any
-    ) -> dict[str, Any]:
+        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: JSONValue
+    ) -> JSONObject:
         """The request body for ``state`` and ``questions`` (public for inspection)."""
         if not questions:
             raise ValueError("a classifier call needs at least one question")
@@ -93,7 +94,7 @@ class OpenAIClassifierModel(ClassifierModelBase):
         }
 
     async def __call__(
-        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: Any
+        self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: JSONValue
     ) -> ClassifierResponse:
         body = self.build_body(state, questions, **kwargs)
         headers = {
@@ -129,13 +130,13 @@ class OpenAIClassifierModel(ClassifierModelBase):
 # -- request ---------------------------------------------------------------------------------
 
 
-def format_input(state: ClassifierInput) -> Any:
+def format_input(state: ClassifierInput) -> JSONValue:
     """A str as is; a mapping as JSON text; blocks as one user message of input parts."""
     if isinstance(state, str):
         return state
     if isinstance(state, Mapping):
         return json.dumps(dict(state), ensure_ascii=False)
-    parts: list[dict[str, Any]] = []
+    parts: list[JSONObject] = []
     for block in state:
         if isinstance(block, TextBlock):
             parts.append({"type": "input_text", "text": block.text})
@@ -159,7 +160,7 @@ def format_input(state: ClassifierInput) -> Any:
     return [{"role": "user", "content": parts}]
 
 
-def format_question(name: str, question: Question) -> dict[str, Any]:
+def format_question(name: str, question: Question) -> JSONObject:
     """One question of the request (its instructions default to its name)."""
     instructions = question.instructions or name
     if isinstance(question, BinaryQuestion):
@@ -170,9 +171,9 @@ def format_question(name: str, question: Question) -> dict[str, Any]:
             instructions += f"\nFalse: {criteria.false}"
         return {"type": "predicate", "name": name, "instructions": instructions}
     if isinstance(question, ChoiceQuestion):
-        choices: list[dict[str, Any]] = []
+        choices: list[JSONObject] = []
         for value, description in question.criteria.items():
-            choice: dict[str, Any] = {"value": value}
+            choice: JSONObject = {"value": value}
             if description is not None:
                 choice["description"] = description
             choices.append(choice)
@@ -189,7 +190,7 @@ _ANSWER_TYPES = {"predicate": BinaryQuestion, "choice": ChoiceQuestion, "score":
 
 
 def parse_response(
-    payload: Any, questions: Mapping[str, Question], *, model: str, elapsed: float
+    payload: JSONValue, questions: Mapping[str, Question], *, model: str, elapsed: float
 ) -> ClassifierResponse:
     """Turn the Decisions response into a :class:`ClassifierResponse`.
 
@@ -216,7 +217,7 @@ def parse_response(
     if missing:
         raise ClassifierResponseError(f"the classifier left question(s) unanswered: {missing}")
     raw_usage = payload.get("usage")
-    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    usage: JSONObject = raw_usage if isinstance(raw_usage, dict) else {}
     return ClassifierResponse(
         model=str(payload.get("model") or model),
         content=content,
@@ -230,11 +231,11 @@ def parse_response(
     )
 
 
-def _optional_int(value: Any) -> int | None:
+def _optional_int(value: JSONValue) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _number(raw: dict[str, Any], key: str, name: str) -> float:
+def _number(raw: JSONObject, key: str, name: str) -> float:
     value = raw.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ClassifierResponseError(f"answer {name!r}: {key!r} is not a number: {value!r:.80}")
@@ -247,7 +248,7 @@ def _unit(value: float, key: str, name: str) -> float:
     return value
 
 
-def _parse_answer(raw: dict[str, Any], name: str, question: Question) -> Answer:
+def _parse_answer(raw: JSONObject, name: str, question: Question) -> Answer:
     kind = raw.get("type")
     if kind == "refusal":
         return RefusalAnswer()
@@ -268,14 +269,14 @@ def _parse_answer(raw: dict[str, Any], name: str, question: Question) -> Answer:
     return _parse_score(raw, name, question)
 
 
-def _probability_list(raw: dict[str, Any], name: str) -> Sequence[dict[str, Any]]:
+def _probability_list(raw: JSONObject, name: str) -> Sequence[JSONObject]:
     items = raw.get("probabilities") or []
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise ClassifierResponseError(f"answer {name!r}: 'probabilities' is not a list of objects")
     return items
 
 
-def _parse_choice(raw: dict[str, Any], name: str, question: ChoiceQuestion) -> ChoiceAnswer:
+def _parse_choice(raw: JSONObject, name: str, question: ChoiceQuestion) -> ChoiceAnswer:
     offered = list(question.criteria)
     probabilities: dict[str, float] = {}
     for item in _probability_list(raw, name):
@@ -302,7 +303,7 @@ def _parse_choice(raw: dict[str, Any], name: str, question: ChoiceQuestion) -> C
     return ChoiceAnswer(choice=choice, confidence=confidence, probabilities=probabilities)
 
 
-def _parse_score(raw: dict[str, Any], name: str, question: ScoreQuestion) -> ScoreAnswer:
+def _parse_score(raw: JSONObject, name: str, question: ScoreQuestion) -> ScoreAnswer:
     legend: dict[int, str] = dict(enumerate(question.criteria))
     probabilities: dict[int, float] = {}
     for item in _probability_list(raw, name):

@@ -1,4 +1,4 @@
-"""Questions, answers and the response of a classifier model (reference/model.md §5).
+"""Questions, answers and the response of a classifier model.
 
 A classifier answers typed questions about a *state* (a text, a JSON object, or text and
 image blocks) and gives the probability of each answer:
@@ -19,6 +19,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
 
 __all__ = [
     "Answer",
@@ -153,4 +154,4 @@ class ClassifierResponse:
     usage: ClassifierUsage | None = None
     id: str = attrs.field(factory=generate_id)
     created_at: str = attrs.field(factory=generate_timestamp)
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)

@@ -15,6 +15,7 @@ from ._deepseek import (
     DeepSeekMultiAgentFormatter as DeepSeekMultiAgentFormatter,
 )
 from ._gemini import (
+    THOUGHT_SIGNATURE_PREFIX as THOUGHT_SIGNATURE_PREFIX,
     GeminiChatFormatter as GeminiChatFormatter,
     GeminiMultiAgentFormatter as GeminiMultiAgentFormatter,
 )
@@ -40,6 +41,7 @@ from ._xai import (
 )
 
 __all__ = [
+    "THOUGHT_SIGNATURE_PREFIX",
     "AnthropicChatFormatter",
     "AnthropicMultiAgentFormatter",
     "DashScopeChatFormatter",

@@ -1,4 +1,4 @@
-"""Anthropic Messages API formatters (reference/model.md §3.3, §3.2).
+"""Anthropic Messages API formatters.
 
 :class:`AnthropicChatFormatter` maps each ``Msg`` to Messages-API turns.  There is no ``name``
 field; text blocks are sent only when they hold non-whitespace text (the API rejects the
@@ -19,11 +19,11 @@ Anthropic-compatible API) also sends ``video/*`` media.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
@@ -61,7 +61,7 @@ class AnthropicChatFormatter(FormatterBase):
     (including other image types) is skipped with a warning — inside a tool result it is described in text instead
     (``[video file returned, URL: …]``).
 
-    Differences from the reference, on purpose: tool-call input that cannot be repaired into
+    Differences from AgentScope, on purpose: tool-call input that cannot be repaired into
     a JSON object is sent as ``{}`` (with a warning) instead of failing every later call of
     the conversation.
     """
@@ -70,20 +70,14 @@ class AnthropicChatFormatter(FormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         return await self._format_each(msgs, http_client)
 
-    async def format_messages(
-        self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
-        """Format ``msgs`` one by one (as :meth:`format`, without the type check)."""
-        return await self._format_each(msgs, http_client)
-
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
-        content: list[dict[str, Any]] = []
+        content: list[JSONObject] = []
         has_tool_result = False
         assistant_media: list[DataBlock] = []  # no media in assistant turns: sent after
 
@@ -141,7 +135,7 @@ class AnthropicChatFormatter(FormatterBase):
             out.append(moved)
 
     @staticmethod
-    def _thinking(block: ThinkingBlock) -> dict[str, Any] | None:
+    def _thinking(block: ThinkingBlock) -> JSONObject | None:
         redacted = block.extra.get("redacted_thinking_data")
         if redacted:
             return {"type": "redacted_thinking", "data": redacted}
@@ -152,10 +146,10 @@ class AnthropicChatFormatter(FormatterBase):
 
     async def _hint_parts(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         if isinstance(block.hint, str):
             return [{"type": "text", "text": block.hint}] if _has_text(block.hint) else []
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for item in block.hint:
             if isinstance(item, TextBlock):
                 if _has_text(item.text):
@@ -166,8 +160,8 @@ class AnthropicChatFormatter(FormatterBase):
 
     async def _tool_result_content(
         self, block: ToolResultBlock, http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
-        parts: list[dict[str, Any]] = []
+    ) -> list[JSONObject]:
+        parts: list[JSONObject] = []
         if isinstance(block.output, str):
             if _has_text(block.output):
                 parts.append({"type": "text", "text": block.output})
@@ -185,7 +179,7 @@ class AnthropicChatFormatter(FormatterBase):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """An ``image`` / ``document`` block with inline base64 data, or ``None`` (skipped)."""
         media_type = block.source.media_type
         if not self.is_supported(media_type):
@@ -231,7 +225,7 @@ class MiniMaxChatFormatter(AnthropicChatFormatter):
         return AnthropicChatFormatter._media_kind(media_type)
 
 
-def _tool_input(block: ToolCallBlock) -> dict[str, Any]:
+def _tool_input(block: ToolCallBlock) -> JSONObject:
     try:
         return json_loads_with_repair(block.input or "{}")
     except ToolJSONDecodeError:
@@ -243,7 +237,7 @@ def _tool_input(block: ToolCallBlock) -> dict[str, Any]:
         return {}
 
 
-def _media_fallback(block: DataBlock) -> dict[str, Any]:
+def _media_fallback(block: DataBlock) -> JSONObject:
     media_type = block.source.media_type
     main = media_type.split("/", 1)[0]
     if isinstance(block.source, Base64Source):
@@ -262,9 +256,9 @@ class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatte
     ``user`` turn with a line ``name: text1 text2`` per message (its text blocks joined by
     spaces; the name defaults to ``Agent``).  The first such turn is wrapped as
     ``conversation_history_prompt + "<history>\\n" … "\\n</history>"``; later ones hold the
-    raw lines, as the reference.
+    raw lines, as AgentScope does.
 
-    Media in the history (images, PDFs) is inlined where it occurs.  Unlike the reference,
+    Media in the history (images, PDFs) is inlined where it occurs.  Unlike AgentScope,
     which puts a message's own text line *after* that message's media, the line comes
     first: ``alice: look at this`` is followed by alice's image, not preceded by it.
 
@@ -278,7 +272,7 @@ class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatte
     def _chat_formatter(self) -> AnthropicChatFormatter:
         return AnthropicChatFormatter(input_types=self.input_types)
 
-    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+    def _system_message(self, msg: Msg) -> JSONObject | None:
         if (text := msg.get_text_content()) and _has_text(text):
             return {"role": "system", "content": [{"type": "text", "text": text}]}
         return None
@@ -289,8 +283,8 @@ class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatte
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
-        content: list[dict[str, Any]] = []
+    ) -> JSONObject | None:
+        content: list[JSONObject] = []
         lines: list[str] = []
 
         def flush_lines() -> None:

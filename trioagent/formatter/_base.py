@@ -18,12 +18,13 @@ import mimetypes
 import tempfile
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import ClassVar, Generic, Literal, TypeVar
 from urllib.request import url2pathname
 
 import httpx
 import trio
 
+from .._core.json_types import JSONObject
 from ..message import (
     Base64Source,
     DataBlock,
@@ -86,7 +87,7 @@ class FormatterBase:
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         """Format ``msgs`` for the provider.
 
         ``http_client`` downloads remote media the provider needs inline (a model passes its
@@ -104,16 +105,16 @@ class FormatterBase:
 
     async def _format_each(
         self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         """``msgs`` formatted one by one with :meth:`_format_msg` (for formatters that map
         each ``Msg`` on its own)."""
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         for msg in msgs:
             await self._format_msg(msg, out, http_client)
         return out
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
         """Append the provider messages for ``msg`` to ``out`` (see :meth:`_format_each`)."""
         raise NotImplementedError
@@ -122,15 +123,15 @@ class FormatterBase:
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         raise NotImplementedError(f"{type(self).__name__} does not format data blocks as parts")
 
     async def content_parts(
         self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         """Text and data content parts, in order (skipped data blocks leave no part)."""
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for block in blocks:
             if isinstance(block, TextBlock):
                 parts.append({"type": self.text_part_type, "text": block.text})
@@ -140,11 +141,11 @@ class FormatterBase:
 
     async def assistant_media_message(
         self, msg: Msg, media: Sequence[DataBlock], http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """The media of an assistant message as a user message to put after it (the providers
         take no media in assistant turns), introduced by a note; ``None`` when every block is
         skipped."""
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for block in media:
             if (part := await self.format_data_block(block, http_client)) is not None:
                 parts.append(part)
@@ -155,7 +156,7 @@ class FormatterBase:
 
     async def hint_message(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """A hint as a user message of content parts (``None`` when nothing is left)."""
         if isinstance(block.hint, str):
             return {"role": "user", "content": [{"type": self.text_part_type, "text": block.hint}]}
@@ -302,7 +303,7 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
         """The formatter for runs of tool messages (with this formatter's ``input_types``)."""
         raise NotImplementedError
 
-    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+    def _system_message(self, msg: Msg) -> JSONObject | None:
         """The message for a leading system message (``None``: nothing is sent).
 
         Default: ``{"role": "system", "content": <its text blocks joined by newlines>}``.
@@ -315,16 +316,16 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """The message for a run of plain messages (``None``: nothing to send)."""
         raise NotImplementedError
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         chat = self._chat_formatter()
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         if msgs and msgs[0].role == "system":
             if (system := self._system_message(msgs[0])) is not None:
                 out.append(system)

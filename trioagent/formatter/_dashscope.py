@@ -1,4 +1,4 @@
-"""DashScope (Qwen) formatters, OpenAI-compatible mode (reference/model.md §3.5, §3.2).
+"""DashScope (Qwen) formatters, OpenAI-compatible mode.
 
 :class:`DashScopeChatFormatter` is :class:`~trioagent.formatter.OpenAIChatFormatter` with:
 no ``name`` field on any message (the promoted-media user message included); video as
@@ -11,10 +11,11 @@ and thinking replayed as ``reasoning_content`` only when ``"application/x-thinki
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, Msg
 from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
 
@@ -49,11 +50,11 @@ class DashScopeChatFormatter(OpenAIChatFormatter):
     def _message(
         self,
         msg: Msg,
-        content: list[dict[str, Any]],
-        tool_calls: list[dict[str, Any]],
+        content: list[JSONObject],
+        tool_calls: list[JSONObject],
         thinking: list[str],
-    ) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": msg.role, "content": content or None}
+    ) -> JSONObject:
+        message: JSONObject = {"role": msg.role, "content": content or None}
         if tool_calls:
             message["tool_calls"] = tool_calls
         if thinking:
@@ -66,7 +67,7 @@ class DashScopeChatFormatter(OpenAIChatFormatter):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type
         if not self.is_supported(media_type):

@@ -1,4 +1,4 @@
-"""DeepSeek formatters (reference/model.md §3.6, §3.2).
+"""DeepSeek formatters.
 
 :class:`DeepSeekChatFormatter` is :class:`~trioagent.formatter.OpenAIChatFormatter` with: no
 ``name`` field; ``content`` a plain string when every part is text (the texts joined by
@@ -10,11 +10,12 @@ mode wants it back); text-only input by default, and media only in user messages
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import DataBlock, HintBlock, Msg, TextBlock
 from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
 
@@ -23,9 +24,7 @@ __all__ = ["DeepSeekChatFormatter", "DeepSeekMultiAgentFormatter"]
 logger = logging.getLogger("trioagent.formatter")
 
 
-def _content(
-    parts: list[dict[str, Any]], *, empty: str | None = ""
-) -> str | list[dict[str, Any]] | None:
+def _content(parts: list[JSONObject], *, empty: str | None = "") -> str | list[JSONObject] | None:
     """Parts as DeepSeek content: joined text when all parts are text, else the list."""
     if not parts:
         return empty
@@ -50,7 +49,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
         return True
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
         if msg.role == "assistant" and any(isinstance(b, DataBlock) for b in msg.content):
             logger.warning("dropping data blocks of an assistant message: DeepSeek takes none")
@@ -62,11 +61,11 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
     def _message(
         self,
         msg: Msg,
-        content: list[dict[str, Any]],
-        tool_calls: list[dict[str, Any]],
+        content: list[JSONObject],
+        tool_calls: list[JSONObject],
         thinking: list[str],
-    ) -> dict[str, Any]:
-        message: dict[str, Any] = {
+    ) -> JSONObject:
+        message: JSONObject = {
             "role": msg.role,
             "content": _content(content, empty=None if tool_calls else ""),
         }
@@ -78,10 +77,10 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
 
     async def hint_message(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         if isinstance(block.hint, str):
             return {"role": "user", "content": block.hint}
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for item in block.hint:
             if isinstance(item, TextBlock):
                 parts.append({"type": "text", "text": item.text})
@@ -101,7 +100,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
 
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         return {
             "role": "user",
             "content": _content(await self.content_parts(promoted, http_client)),
@@ -130,10 +129,10 @@ class DeepSeekMultiAgentFormatter(OpenAIMultiAgentFormatter):
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         prompt = self.conversation_history_prompt if is_first else ""
         text = prompt + "<history>\n"
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         produced = False
         for msg in group:
             for block in msg.content:

@@ -1,6 +1,6 @@
-"""Gemini formatters (reference/model.md §3.4, §3.2).
+"""Gemini formatters.
 
-The output is the reference's: the google-genai SDK's snake_case content dicts
+The output is AgentScope's: the google-genai SDK's snake_case content dicts
 (``{"role": "user" | "model", "parts": [...]}`` with ``text``, ``thought``, ``inline_data``,
 ``function_call``, ``function_response`` parts, and a ``thought_signature`` as raw ``bytes``).
 :class:`~trioagent.model.GeminiChatModel` turns them into the REST JSON (camelCase keys,
@@ -20,10 +20,11 @@ import base64
 import binascii
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
@@ -45,7 +46,7 @@ logger = logging.getLogger("trioagent.formatter")
 THOUGHT_SIGNATURE_PREFIX = "gemini_ts:"
 
 
-def _json_args(block: ToolCallBlock) -> dict[str, Any]:
+def _json_args(block: ToolCallBlock) -> JSONObject:
 
     try:
         return json_loads_with_repair(block.input or "{}")
@@ -80,7 +81,7 @@ class GeminiChatFormatter(FormatterBase):
     whose id starts with ``gemini_ts:`` gets its thought signature back (the model stores
     Gemini's signature in the id).  Tool-call arguments that are not valid JSON are repaired
     (``{"city": "Tok`` → ``{"city": "Tok"}``); arguments that cannot be repaired into an
-    object are sent as ``{}`` with a warning (the reference raises instead).
+    object are sent as ``{}`` with a warning (AgentScope raises instead).
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = (
@@ -93,7 +94,7 @@ class GeminiChatFormatter(FormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         return await self._format_each(msgs, http_client)
 
@@ -103,12 +104,12 @@ class GeminiChatFormatter(FormatterBase):
         return "model" if msg.role == "assistant" else "user"
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
         role = self.role_of(msg)
-        parts: list[dict[str, Any]] = []
-        tool_result_parts: list[dict[str, Any]] = []
-        promoted_parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
+        tool_result_parts: list[JSONObject] = []
+        promoted_parts: list[JSONObject] = []
 
         def flush_parts() -> None:
             if parts:
@@ -160,8 +161,8 @@ class GeminiChatFormatter(FormatterBase):
         flush_tool_results()
 
     @staticmethod
-    def _function_call_part(block: ToolCallBlock) -> dict[str, Any]:
-        part: dict[str, Any] = {
+    def _function_call_part(block: ToolCallBlock) -> JSONObject:
+        part: JSONObject = {
             "function_call": {"id": block.id, "name": block.name, "args": _json_args(block)}
         }
         if (signature := _thought_signature(block.id)) is not None:
@@ -170,10 +171,10 @@ class GeminiChatFormatter(FormatterBase):
 
     async def format_parts(
         self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         """``text`` and ``inline_data`` parts for text and data blocks (unsupported media and
         empty text skipped)."""
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for block in blocks:
             if isinstance(block, TextBlock):
                 if block.text:
@@ -184,14 +185,14 @@ class GeminiChatFormatter(FormatterBase):
 
     async def _hint_parts(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         if isinstance(block.hint, str):
             return [{"text": block.hint}] if block.hint else []
         return await self.format_parts(block.hint, http_client)
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """An ``inline_data`` part for a data block, or ``None`` when its media type is not
         supported (URLs are downloaded with ``http_client``, ``file://`` URLs read)."""
         media_type = block.source.media_type
@@ -221,7 +222,7 @@ class GeminiMultiAgentFormatter(MultiAgentFormatterBase[GeminiChatFormatter]):
     def _chat_formatter(self) -> GeminiChatFormatter:
         return GeminiChatFormatter(input_types=self.input_types)
 
-    def _system_message(self, msg: Msg) -> dict[str, Any] | None:
+    def _system_message(self, msg: Msg) -> JSONObject | None:
         return {"role": "user", "parts": [{"text": msg.get_text_content() or ""}]}
 
     async def _history_message(
@@ -230,8 +231,8 @@ class GeminiMultiAgentFormatter(MultiAgentFormatterBase[GeminiChatFormatter]):
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
-        parts: list[dict[str, Any]] = []
+    ) -> JSONObject | None:
+        parts: list[JSONObject] = []
         lines: list[str] = []
 
         def flush_lines() -> None:

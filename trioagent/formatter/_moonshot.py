@@ -1,4 +1,4 @@
-"""Moonshot (Kimi) formatters (reference/model.md §3.7, §3.2).
+"""Moonshot (Kimi) formatters.
 
 :class:`MoonshotChatFormatter` is :class:`~trioagent.formatter.OpenAIChatFormatter` (``name``
 fields kept, made to fit the API's pattern; promoted media in a user message named ``system-reminder``) with: images always
@@ -9,10 +9,11 @@ newlines, or ``""``), which Kimi's thinking models expect back.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, Msg
 from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter, api_name
 
@@ -40,11 +41,11 @@ class MoonshotChatFormatter(OpenAIChatFormatter):
     def _message(
         self,
         msg: Msg,
-        content: list[dict[str, Any]],
-        tool_calls: list[dict[str, Any]],
+        content: list[JSONObject],
+        tool_calls: list[JSONObject],
         thinking: list[str],
-    ) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": msg.role}
+    ) -> JSONObject:
+        message: JSONObject = {"role": msg.role}
         if (name := api_name(msg.name)) is not None:
             message["name"] = name
         message["content"] = content or None
@@ -56,7 +57,7 @@ class MoonshotChatFormatter(OpenAIChatFormatter):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type
         main = media_type.split("/", 1)[0]

@@ -1,4 +1,4 @@
-"""Ollama chat formatters (reference/model.md §3.8, §3.2).
+"""Ollama chat formatters.
 
 :class:`OllamaChatFormatter` maps each ``Msg`` to Ollama ``/api/chat`` messages: the content is
 a **string** (text blocks joined with ``"\\n"``), images go to an ``images`` list of raw base64
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
 from ..exception import ToolJSONDecodeError
 from ..message import (
@@ -61,10 +62,10 @@ class _OllamaFormatterBase(FormatterBase):
         return await self.load_base64(block, http_client)
 
 
-def _arguments(block: ToolCallBlock) -> dict[str, Any]:
+def _arguments(block: ToolCallBlock) -> JSONObject:
     """A tool call's arguments as the JSON object Ollama expects (truncated JSON repaired).
 
-    Unlike the reference (which raises), arguments that cannot be repaired are sent as ``{}``
+    Unlike AgentScope (which raises), arguments that cannot be repaired are sent as ``{}``
     with a warning, so one malformed call in the history does not make every later request
     of the conversation fail.
     """
@@ -92,16 +93,16 @@ class OllamaChatFormatter(_OllamaFormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         return await self._format_each(msgs, http_client)
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
         texts: list[str] = []
         images: list[str] = []
-        pending_media: list[dict[str, Any]] = []
+        pending_media: list[JSONObject] = []
 
         def take() -> tuple[str, list[str]]:
             content, pictures = "\n".join(texts), list(images)
@@ -130,7 +131,7 @@ class OllamaChatFormatter(_OllamaFormatterBase):
                         out.append(hint)
                 case ToolCallBlock():
                     content, pictures = take()
-                    message: dict[str, Any] = {
+                    message: JSONObject = {
                         "role": msg.role,
                         "content": content,
                         "tool_calls": [
@@ -155,7 +156,7 @@ class OllamaChatFormatter(_OllamaFormatterBase):
 
     async def _hint_message(
         self, block: HintBlock, http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         if isinstance(block.hint, str):
             return {"role": "user", "content": block.hint}
         texts: list[str] = []
@@ -174,7 +175,7 @@ class OllamaChatFormatter(_OllamaFormatterBase):
         promoted: Sequence[TextBlock | DataBlock],
         fallback: str,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         texts = [b.text for b in promoted if isinstance(b, TextBlock)]
         images: list[str] = []
         for item in promoted:
@@ -186,8 +187,8 @@ class OllamaChatFormatter(_OllamaFormatterBase):
         return _message("user", "\n".join(texts) if texts else fallback, images)
 
 
-def _message(role: str, content: str, images: list[str]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": role, "content": content}
+def _message(role: str, content: str, images: list[str]) -> JSONObject:
+    message: JSONObject = {"role": role, "content": content}
     if images:
         message["images"] = images
     return message
@@ -201,7 +202,7 @@ class OllamaMultiAgentFormatter(MultiAgentFormatterBase[OllamaChatFormatter], _O
     one user message whose content lists, per message, ``name:`` and then each text block on
     its own line, with the run's images in ``images``.  Only the first such message is wrapped
     in ``<history>`` tags after ``conversation_history_prompt``; later ones carry the bare
-    lines (as the reference).
+    lines (as AgentScope does).
 
     Args:
         input_types: accepted media types (as :class:`OllamaChatFormatter`).
@@ -217,7 +218,7 @@ class OllamaMultiAgentFormatter(MultiAgentFormatterBase[OllamaChatFormatter], _O
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         lines: list[str] = []
         images: list[str] = []
         for msg in group:
@@ -233,7 +234,7 @@ class OllamaMultiAgentFormatter(MultiAgentFormatterBase[OllamaChatFormatter], _O
             if parts:
                 lines.append("\n".join(parts))
         if not lines:
-            return None  # as the reference: images without any text are not sent
+            return None  # as AgentScope does: images without any text are not sent
         text = "\n".join(lines)
         if is_first:
             text = self.conversation_history_prompt + "<history>\n" + text + "\n</history>"

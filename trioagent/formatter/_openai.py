@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions formatters (reference/model.md §3.1, §3.2).
+"""OpenAI Chat Completions formatters.
 
 :class:`OpenAIChatFormatter` maps each ``Msg`` to chat messages: text and media parts, tool
 calls on the assistant message, one ``tool`` message per tool result (media in a result is
@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import (
     Base64Source,
     DataBlock,
@@ -56,7 +57,7 @@ def api_name(name: str | None) -> str | None:
     return _NAME_BAD_RUN.sub("_", name).strip("_") or None
 
 
-_FormatDataBlock = Callable[[DataBlock, httpx.AsyncClient | None], Awaitable[dict[str, Any] | None]]
+_FormatDataBlock = Callable[[DataBlock, httpx.AsyncClient | None], Awaitable[JSONObject | None]]
 
 
 class OpenAIChatFormatter(FormatterBase):
@@ -78,17 +79,17 @@ class OpenAIChatFormatter(FormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         return await self._format_each(msgs, http_client)
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
-        content: list[dict[str, Any]] = []
-        tool_calls: list[dict[str, Any]] = []
+        content: list[JSONObject] = []
+        tool_calls: list[JSONObject] = []
         thinking: list[str] = []  # only filled when the subclass replays reasoning
-        pending_media: list[dict[str, Any]] = []
+        pending_media: list[JSONObject] = []
         assistant_media: list[DataBlock] = []  # no media in assistant turns: sent after
         replays_thinking = self._replays_thinking()
 
@@ -155,13 +156,13 @@ class OpenAIChatFormatter(FormatterBase):
     def _message(
         self,
         msg: Msg,
-        content: list[dict[str, Any]],
-        tool_calls: list[dict[str, Any]],
+        content: list[JSONObject],
+        tool_calls: list[JSONObject],
         thinking: list[str],
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """One message from a (part of a) ``Msg``: its parts, tool calls and the non-empty
         thinking texts (empty unless :meth:`_replays_thinking`)."""
-        message: dict[str, Any] = {"role": msg.role}
+        message: JSONObject = {"role": msg.role}
         if (name := api_name(msg.name)) is not None:
             message["name"] = name
         message["content"] = content or None
@@ -171,8 +172,8 @@ class OpenAIChatFormatter(FormatterBase):
 
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "user"}
+    ) -> JSONObject:
+        message: JSONObject = {"role": "user"}
         if self.promoted_media_name is not None:
             message["name"] = self.promoted_media_name
         message["content"] = await self.content_parts(promoted, http_client)
@@ -187,7 +188,7 @@ class OpenAIChatFormatter(FormatterBase):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped.
 
         Raises:
@@ -256,7 +257,7 @@ class OpenAIMultiAgentFormatter(MultiAgentFormatterBase[OpenAIChatFormatter]):
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         prompt = self.conversation_history_prompt if is_first else ""
         return await history_then_media(group, prompt, chat.format_data_block, http_client)
 
@@ -268,12 +269,12 @@ async def history_then_media(
     http_client: httpx.AsyncClient | None,
     *,
     text_type: str = "text",
-) -> dict[str, Any] | None:
+) -> JSONObject | None:
     """One user message for a run of plain messages (OpenAI chat and Responses): the
     ``name: text`` lines inside ``<history>`` tags, after ``prompt``, as one ``text_type``
     part, followed by the run's media parts; ``None`` when there is neither."""
     lines: list[str] = []
-    media: list[dict[str, Any]] = []
+    media: list[JSONObject] = []
     for msg in group:
         for block in msg.content:
             match block:
@@ -283,7 +284,7 @@ async def history_then_media(
                     part = await format_data_block(block, http_client)
                     if part is not None:
                         media.append(part)
-    content: list[dict[str, Any]] = []
+    content: list[JSONObject] = []
     if lines:
         text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
         content.append({"type": text_type, "text": text})

@@ -1,4 +1,4 @@
-"""OpenAI Responses API formatters (reference/model.md §3.9, §3.2).
+"""OpenAI Responses API formatters.
 
 :class:`OpenAIResponseFormatter` turns ``Msg`` lists into Responses API *input items*:
 
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import (
     Base64Source,
     DataBlock,
@@ -62,15 +63,15 @@ class OpenAIResponseFormatter(FormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         return await self._format_each(msgs, http_client)
 
     async def _format_msg(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
-        content: list[dict[str, Any]] = []
-        function_calls: list[dict[str, Any]] = []
+        content: list[JSONObject] = []
+        function_calls: list[JSONObject] = []
         replayed: set[str] = set()
         assistant_media: list[DataBlock] = []  # assistant content is output_text only
 
@@ -135,7 +136,7 @@ class OpenAIResponseFormatter(FormatterBase):
 
     async def _tool_output(
         self, output: str | list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
-    ) -> str | list[dict[str, Any]]:
+    ) -> str | list[JSONObject]:
         """A tool result's ``output``: a string, or a list of parts when it holds an image or
         PDF the model accepts."""
         if isinstance(output, str):
@@ -143,7 +144,7 @@ class OpenAIResponseFormatter(FormatterBase):
         if not any(isinstance(b, DataBlock) and self._native(b) for b in output):
             text, _ = await self.convert_tool_result_to_string(output)
             return text
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for block in output:
             if isinstance(block, TextBlock):
                 parts.append({"type": "input_text", "text": block.text})
@@ -164,7 +165,7 @@ class OpenAIResponseFormatter(FormatterBase):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type
         if not self.is_supported(media_type):
@@ -194,7 +195,7 @@ class OpenAIResponseFormatter(FormatterBase):
         return source.url
 
 
-def _reasoning_item(block: ThinkingBlock, item_id: str) -> dict[str, Any]:
+def _reasoning_item(block: ThinkingBlock, item_id: str) -> JSONObject:
     """The reasoning item to replay: the stored raw item, else one rebuilt from the text."""
     raw = block.extra.get("reasoning_item_raw")
     if isinstance(raw, dict) and raw.get("type") == "reasoning" and raw.get("id") == item_id:
@@ -228,7 +229,7 @@ class OpenAIResponseMultiAgentFormatter(MultiAgentFormatterBase[OpenAIResponseFo
         group: list[Msg],
         is_first: bool,
         http_client: httpx.AsyncClient | None,
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         prompt = self.conversation_history_prompt if is_first else ""
         return await history_then_media(
             group, prompt, chat.format_data_block, http_client, text_type="input_text"

@@ -1,11 +1,11 @@
-"""xAI (Grok) formatters (reference/model.md §3.10, §3.2).
+"""xAI (Grok) formatters.
 
-The reference formats for xAI's gRPC SDK (``xai_sdk.chat`` proto messages); trioagent talks to
+AgentScope formats for xAI's gRPC SDK (``xai_sdk.chat`` proto messages); trioagent talks to
 xAI's OpenAI-compatible REST API (``POST /v1/chat/completions``), so the same decisions are
 written out as chat-completions JSON.  The mapping, proto → JSON:
 
 ==========================================  ==================================================
-reference (proto)                            trioagent (REST JSON)
+AgentScope (proto)                           trioagent (REST JSON)
 ==========================================  ==================================================
 ``system(text)`` (text blocks joined ``\\n``)  ``{"role": "system", "content": text}``
 ``user(*texts, image(url))``                 ``{"role": "user", "content": [{"type": "text",
@@ -20,7 +20,7 @@ assistant proto with ``tool_calls``          ``{"role": "assistant", "content": 
                                              "content": text}``
 ==========================================  ==================================================
 
-Choices where the reference gives no JSON answer: an assistant message with tool calls and no
+Choices where AgentScope gives no JSON answer: an assistant message with tool calls and no
 text gets ``"content": ""`` (xAI rejects ``null`` there with "Each message must have at least
 one content element"); images in a tool result are announced in its text and sent in a
 following user message once the run of tool results ends (tool messages must directly follow
@@ -30,10 +30,11 @@ the assistant message that called them); thinking is dropped.
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
+from .._core.json_types import JSONObject
 from ..message import (
     Base64Source,
     DataBlock,
@@ -58,7 +59,7 @@ class _XAIFormatterBase(FormatterBase):
 
     async def format_data_block(
         self, block: DataBlock, http_client: httpx.AsyncClient | None = None
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         """An ``image_url`` part, or ``None`` when the block is skipped (with a warning).
 
         Remote URLs are passed as is; base64 data and ``file://`` files become data URIs.
@@ -94,9 +95,9 @@ class XAIChatFormatter(_XAIFormatterBase):
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         for msg in msgs:
             if msg.role == "system":
                 texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
@@ -108,9 +109,9 @@ class XAIChatFormatter(_XAIFormatterBase):
         return out
 
     async def _format_user(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
-        parts: list[dict[str, Any]] = []
+        parts: list[JSONObject] = []
         for block in msg.content:
             match block:
                 case TextBlock():
@@ -130,11 +131,11 @@ class XAIChatFormatter(_XAIFormatterBase):
             out.append({"role": "user", "content": parts})
 
     async def _format_assistant(
-        self, msg: Msg, out: list[dict[str, Any]], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
     ) -> None:
         texts: list[str] = []
-        calls: list[dict[str, Any]] = []
-        pending_media: list[dict[str, Any]] = []
+        calls: list[JSONObject] = []
+        pending_media: list[JSONObject] = []
 
         def flush() -> None:
             text = "\n".join(texts)
@@ -199,10 +200,10 @@ class XAIMultiAgentFormatter(MultiAgentFormatterBase[XAIChatFormatter], _XAIForm
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         chat = self._chat_formatter()
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         if msgs and msgs[0].role == "system":
             out.append({"role": "system", "content": msgs[0].get_text_content() or ""})
             msgs = msgs[1:]

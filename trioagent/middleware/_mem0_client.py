@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 
+from .._http import HTTPClientOwner, send_request
 from ..exception import ModelError
-from ..model._http import HTTPClientOwner, send_request
 
 __all__ = ["API_KEY_ENV", "DEFAULT_HOST", "Mem0APIError", "Mem0PlatformClient"]
 

@@ -11,12 +11,7 @@ from ._anthropic import (
     MiniMaxChatModel as MiniMaxChatModel,
     MiniMaxChatParameters as MiniMaxChatParameters,
 )
-from ._base import (
-    ChatModelBase as ChatModelBase,
-    ChatModelOptions as ChatModelOptions,
-    Emit as Emit,
-    StructuredResponse as StructuredResponse,
-)
+from ._base import ChatModelBase as ChatModelBase, ChatModelOptions as ChatModelOptions
 from ._dashscope import (
     DashScopeChatModel as DashScopeChatModel,
     DashScopeChatParameters as DashScopeChatParameters,
@@ -45,12 +40,17 @@ from ._openai_response import (
     OpenAIResponseModel as OpenAIResponseModel,
     OpenAIResponseParameters as OpenAIResponseParameters,
 )
+from ._provider import (
+    ProviderChatModel as ProviderChatModel,
+    ProviderOptions as ProviderOptions,
+)
 from ._registry import (
     PROVIDERS as PROVIDERS,
     chat_model_from_spec as chat_model_from_spec,
     credential_from_spec as credential_from_spec,
 )
 from ._response import ChatResponse as ChatResponse, ChatUsage as ChatUsage
+from ._structured import StructuredResponse as StructuredResponse
 from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
 __all__ = [
@@ -65,7 +65,6 @@ __all__ = [
     "DashScopeChatParameters",
     "DeepSeekChatModel",
     "DeepSeekChatParameters",
-    "Emit",
     "GeminiChatModel",
     "GeminiChatParameters",
     "MiniMaxChatModel",
@@ -78,6 +77,8 @@ __all__ = [
     "OpenAIChatParameters",
     "OpenAIResponseModel",
     "OpenAIResponseParameters",
+    "ProviderChatModel",
+    "ProviderOptions",
     "StreamAccumulator",
     "StructuredResponse",
     "XAIChatModel",

@@ -1,6 +1,6 @@
 """Accumulate streamed :class:`ChatResponse` deltas into one complete response.
 
-Semantics follow the reference's ``_StreamAccumulator`` (reference/model.md §1.4):
+Semantics follow AgentScope's stream accumulator:
 
 * blocks are keyed by ``block.id`` and kept in first-seen order;
 * text, thinking and tool-call input fragments are collected in lists and joined once, in
@@ -19,11 +19,11 @@ import base64
 import binascii
 import logging
 import struct
-from typing import Any
 
 import attrs
 
 from .._core.ids import generate_id
+from .._core.json_types import JSONObject
 from ..message._blocks import (
     Base64Source,
     DataBlock,
@@ -92,7 +92,7 @@ class _Slot:
     template: ResponseBlock
     parts: list[str] = attrs.Factory(list)
     name: str = ""
-    extra: dict[str, Any] = attrs.Factory(dict)
+    extra: JSONObject = attrs.Factory(dict)
 
 
 class StreamAccumulator:
@@ -102,7 +102,7 @@ class StreamAccumulator:
         self._slots: dict[str, _Slot] = {}
         self.id: str | None = None
         self.usage: ChatUsage | None = None
-        self.metadata: dict[str, Any] = {}
+        self.metadata: JSONObject = {}
         #: Whether any delta carried content (a retry would replay a visible stream).
         self.has_content = False
 

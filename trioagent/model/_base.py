@@ -19,29 +19,21 @@ the partial response accumulated so far with ``finished_reason=INTERRUPTED`` and
 from __future__ import annotations
 
 import builtins
-import contextvars
-import copy
 import json
 import logging
-import random
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
+from typing import ClassVar, TypedDict
 
 import attrs
 import httpx
-import jsonschema
 import trio
 
 from .._core.concurrency import reraise_unwrapped
-from .._core.ids import generate_id, generate_timestamp
-from .._json_repair import json_loads_with_repair
-from ..exception import (
-    ModelError,
-    ModelInvalidRequestError,
-    ModelTimeoutError,
-    StructuredOutputError,
-    ToolJSONDecodeError,
-)
+from .._core.emit import Emit
+from .._core.json_types import JSONObject
+from .._http import HTTPClientOwner, backoff_delay
+from ..credential import CredentialBase
+from ..exception import ModelError, ModelInvalidRequestError, ModelTimeoutError
+from ..formatter import FormatterBase
 from ..message import (
     DataBlock,
     HintBlock,
@@ -50,54 +42,26 @@ from ..message import (
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
-    UserMsg,
 )
 from ..types import FinishedReason, ToolChoice
 from ._accumulator import StreamAccumulator
-from ._http import HTTPClientOwner
-from ._response import ChatResponse, ChatUsage
+from ._response import ChatResponse
+from ._structured import (
+    StructuredModel,
+    StructuredResponse,
+    call_kwargs,
+    generate_structured_output,
+)
 
-if TYPE_CHECKING:
-    from ..credential import CredentialBase
-    from ..formatter import FormatterBase
-
-__all__ = [
-    "ChatModelBase",
-    "ChatModelOptions",
-    "Emit",
-    "StructuredResponse",
-    "in_range",
-    "one_of",
-    "positive_or_none",
-    "select_tools",
-]
+__all__ = ["ChatModelBase", "ChatModelOptions"]
 
 logger = logging.getLogger("trioagent.model")
 
-#: The callback a model call passes its streamed chunks to.
-Emit = Callable[[ChatResponse], Awaitable[None]]
-
 _LITERAL_MODES = frozenset({"auto", "none", "required"})
 _DATA_BLOCK_TOKENS = 2000
-_STRUCTURED_TOOL = "generate_structured_output"
-_STRUCTURED_REMINDER = (
-    "<system-reminder>Now you **MUST** call the tool named 'generate_structured_output' to "
-    "generate the structured output required by the user. DON'T do anything else."
-    "</system-reminder>"
-)
-
-#: Extra request-body keys for the current call (the structured-output ``no_think`` strategy
-#: sets the provider's disable-thinking kwargs here; providers merge them into the body).
-_CALL_KWARGS: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "trioagent_model_call_kwargs", default=None
-)
-
 
 #: Chunks the provider's reader may parse ahead of the accumulator (bounded backpressure).
 _STREAM_BUFFER = 64
-#: The largest backoff exponent used: ``2.0**1024`` overflows a float, and any realistic
-#: ``retry_delay`` times ``2**1000`` is far past any ``max_retry_delay`` anyway.
-_MAX_BACKOFF_EXPONENT = 1000
 
 
 class ChatModelOptions(TypedDict, total=False):
@@ -120,87 +84,14 @@ class ChatModelOptions(TypedDict, total=False):
     interrupt_grace: float
 
 
-# -- generation-parameter validators (attrs) --------------------------------------------------
-
-_Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-
-
-def in_range(
-    low: float, high: float, *, low_open: bool = False, high_open: bool = False
-) -> _Validator:
-    """An attrs validator: ``None`` or a number within the interval."""
-
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
-        if value is None:
-            return
-        ok_low = value > low if low_open else value >= low
-        ok_high = value < high if high_open else value <= high
-        if not (ok_low and ok_high):
-            interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-            raise ValueError(f"{attribute.name} must be in {interval}, got {value}")
-
-    return check
-
-
-def positive_or_none(instance: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
-    """An attrs validator: ``None`` or an integer > 0."""
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value}")
-
-
-def one_of(*choices: str) -> _Validator:
-    """An attrs validator: ``None`` or one of ``choices``."""
-
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
-        if value is not None and value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}, got {value!r}")
-
-    return check
-
-
-def select_tools(
-    tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
-) -> list[dict[str, Any]] | None:
-    """``tools`` (OpenAI-style schemas) restricted to ``tool_choice.tools`` when that is set."""
-    if tools and tool_choice is not None and tool_choice.tools:
-        allowed = set(tool_choice.tools)
-        return [t for t in tools if t.get("function", {}).get("name") in allowed]
-    return tools
-
-
-class StructuredModel(Protocol):
-    """A pydantic-like class: ``model_json_schema()`` and ``model_validate(obj)``."""
-
-    @classmethod
-    def model_json_schema(cls) -> dict[str, Any]: ...
-
-    @classmethod
-    def model_validate(cls, obj: Any) -> Any: ...
-
-
-@attrs.define(kw_only=True)
-class StructuredResponse:
-    """The result of :meth:`ChatModelBase.generate_structured_output`."""
-
-    type: ClassVar[str] = "structured_response"
-    content: dict[str, Any]
-    id: str = attrs.field(factory=generate_id)
-    created_at: str = attrs.field(factory=generate_timestamp)
-    usage: ChatUsage | None = None
-    metadata: dict[str, Any] = attrs.field(factory=dict)
-    finished_reason: FinishedReason = attrs.field(
-        default=FinishedReason.COMPLETED, converter=FinishedReason
-    )
-
-
 @attrs.define(eq=False)
 class _Call:
     """The state of one model call, shared by the retry loop and the cancellation handler."""
 
     messages: list[Msg]
-    tools: list[dict[str, Any]] | None
+    tools: list[JSONObject] | None
     tool_choice: ToolChoice | None
-    emit: Emit | None
+    emit: Emit[ChatResponse] | None
     acc: StreamAccumulator = attrs.Factory(StreamAccumulator)
     final: ChatResponse | None = None
     #: When the total ``timeout`` fires (trio time), if the model has one.
@@ -211,7 +102,7 @@ class _Call:
     async def absorb(self, chunk: ChatResponse) -> None:
         """Accumulate one chunk from the provider; pass non-empty deltas to ``emit``."""
         if chunk.is_last:
-            # A provider-built final replaces the synthesized one (reference behaviour).
+            # A final chunk built by the provider replaces the one the accumulator would build.
             self.final = chunk
             return
         self.acc.add(chunk)
@@ -302,7 +193,7 @@ class ChatModelBase(HTTPClientOwner):
     async def _stream_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         send: trio.MemorySendChannel[ChatResponse],
     ) -> None:
@@ -317,13 +208,13 @@ class ChatModelBase(HTTPClientOwner):
     async def _call_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
         """Make one non-streaming call and return the complete response."""
         raise NotImplementedError(f"{type(self).__name__} does not implement non-streaming calls")
 
-    def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
+    def _get_disable_thinking_kwargs(self) -> JSONObject:
         """Request-body keys that turn thinking off (structured output's ``no_think`` step)."""
         return {}
 
@@ -332,22 +223,10 @@ class ChatModelBase(HTTPClientOwner):
         return isinstance(exc, ModelInvalidRequestError) and exc.status_code == 400
 
     @staticmethod
-    def _call_kwargs() -> dict[str, Any]:
-        """Extra request-body keys set for the current call (see ``_CALL_KWARGS``)."""
-        return dict(_CALL_KWARGS.get() or {})
-
-    def _body_overrides(
-        self, extra_body: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(extra body, other per-call keys) for the current call.
-
-        A per-call ``extra_body`` (structured output's disable-thinking step, say) replaces
-        the model's ``extra_body`` as a whole.  (The OpenAI-compatible providers merge the two
-        key by key instead: ``OpenAICompatibleChatModel._split_call_kwargs``.)
-        """
-        call_kwargs = self._call_kwargs()
-        extra = call_kwargs.pop("extra_body", extra_body)
-        return dict(extra or {}), call_kwargs
+    def _call_kwargs() -> JSONObject:
+        """Extra request-body keys set for the current call (structured output's
+        disable-thinking step, say)."""
+        return call_kwargs()
 
     def _redact(self, text: str) -> str:
         """``text`` with the credential's secret replaced by ``***`` (for error messages)."""
@@ -374,9 +253,9 @@ class ChatModelBase(HTTPClientOwner):
     async def __call__(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[JSONObject] | None = None,
         tool_choice: ToolChoice | None = None,
-        emit: Emit | None = None,
+        emit: Emit[ChatResponse] | None = None,
     ) -> ChatResponse:
         """Call the model and return its complete ``is_last=True`` response.
 
@@ -478,15 +357,13 @@ class ChatModelBase(HTTPClientOwner):
             await trio.sleep(delay)  # a plain checkpoint: cancelling the call interrupts it
 
     def _retry_delay_for(self, attempt: int, exc: ModelError) -> float:
-        """Capped exponential backoff with jitter, or the provider's ``Retry-After``.
-
-        The exponent is bounded before the power is taken (``2.0**1024`` raises
-        ``OverflowError``); a product that overflows to ``inf`` is then capped.
-        """
-        if exc.retry_after is not None:
-            return max(0.0, min(exc.retry_after, self.max_retry_delay))
-        base = self.retry_delay * 2.0 ** min(attempt, _MAX_BACKOFF_EXPONENT)
-        return min(self.max_retry_delay, base * random.uniform(1.0, 1.25))
+        """Capped exponential backoff with jitter, or the provider's ``Retry-After``."""
+        return backoff_delay(
+            attempt,
+            retry_delay=self.retry_delay,
+            max_retry_delay=self.max_retry_delay,
+            retry_after=exc.retry_after,
+        )
 
     async def _stream_once(self, call: _Call) -> ChatResponse:
         """One streamed attempt: the provider's reader task feeds the accumulator."""
@@ -530,8 +407,8 @@ class ChatModelBase(HTTPClientOwner):
     # -- tool choice -----------------------------------------------------------------------
 
     @staticmethod
-    def _validate_tool_choice(tool_choice: ToolChoice, tools: list[dict[str, Any]]) -> None:
-        """Check that ``tool_choice`` only names tools that exist (reference §1.5)."""
+    def _validate_tool_choice(tool_choice: ToolChoice, tools: list[JSONObject]) -> None:
+        """Check that ``tool_choice`` only names tools that exist in ``tools``."""
         available = [t.get("function", {}).get("name") for t in tools]
         names = sorted(str(n) for n in available if n)
         if tool_choice.tools is not None:
@@ -556,9 +433,7 @@ class ChatModelBase(HTTPClientOwner):
 
     # -- token counting ------------------------------------------------------------------------
 
-    async def count_tokens(
-        self, messages: list[Msg], tools: list[dict[str, Any]] | None = None
-    ) -> int:
+    async def count_tokens(self, messages: list[Msg], tools: list[JSONObject] | None = None) -> int:
         """Estimate the input size in tokens: UTF-8 bytes / 4, plus 2000 per data block.
 
         Counts text, thinking, hint, tool-call input and tool-result text, and the JSON of the
@@ -595,118 +470,33 @@ class ChatModelBase(HTTPClientOwner):
     async def generate_structured_output(
         self,
         messages: list[Msg],
-        structured_model: dict[str, Any] | builtins.type[StructuredModel],
+        structured_model: JSONObject | builtins.type[StructuredModel],
         *,
         tool_choice: ToolChoice | None = None,
     ) -> StructuredResponse:
-        """Make the model produce a JSON object matching a schema (reference §1.6).
+        """Make the model produce a JSON object matching a schema.
 
         ``structured_model`` is a JSON-schema dict or a pydantic-like class.  The model is
         asked to call a ``generate_structured_output`` tool whose parameters are the schema;
-        its arguments are repaired (:func:`json_loads_with_repair`) and validated.  Strategies,
-        best first: a forced tool choice, ``auto``, forced with thinking disabled (only for
-        providers with a thinking switch), no tool choice.  A strategy failing with
-        :class:`~trioagent.exception.StructuredOutputError` or an HTTP 400 moves to the next;
-        other errors propagate at once.  An explicit ``tool_choice`` is used alone.  Nothing
-        is emitted; cancellation propagates.
+        its arguments are repaired (:func:`~trioagent.model.json_loads_with_repair`) and
+        validated.  Strategies, best first: a forced tool choice, ``auto``, forced with
+        thinking disabled (only for providers with a thinking switch), no tool choice.  A
+        strategy failing with :class:`~trioagent.exception.StructuredOutputError` or an HTTP
+        400 moves to the next; other errors propagate at once.  An explicit ``tool_choice`` is
+        used alone.  Nothing is emitted; cancellation propagates.
         """
-        if not messages:
-            raise ValueError("generate_structured_output needs at least one message")
-        if isinstance(structured_model, dict):
-            schema = structured_model
-        elif hasattr(structured_model, "model_json_schema"):
-            schema = structured_model.model_json_schema()
-        else:
-            raise TypeError(
-                "structured_model must be a JSON-schema dict or a class with "
-                f"model_json_schema(), got {structured_model!r}"
-            )
-        forced = ToolChoice(mode=_STRUCTURED_TOOL)
-        strategies: list[tuple[str, dict[str, Any], ToolChoice | None]]
-        if tool_choice is not None:
-            strategies = [("explicit", {}, tool_choice)]
-        else:
-            strategies = [("forced", {}, forced), ("auto", {}, ToolChoice(mode="auto"))]
-            if no_think := self._get_disable_thinking_kwargs():
-                strategies.append(("no_think", no_think, forced))
-            strategies.append(("none", {}, None))
 
-        prompt = copy.deepcopy(list(messages))
-        if prompt[-1].role == "user":
-            prompt[-1].content = [*prompt[-1].content, TextBlock(text=_STRUCTURED_REMINDER)]
-        else:
-            prompt.append(UserMsg("user", _STRUCTURED_REMINDER))
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": _STRUCTURED_TOOL,
-                    "description": (
-                        "Call this function to generate structured output required by the user."
-                    ),
-                    "parameters": schema,
-                },
-            }
-        ]
+        async def call(
+            prompt: list[Msg], tools: list[JSONObject], choice: ToolChoice | None
+        ) -> ChatResponse:
+            return await self._run_call(_Call(prompt, tools, choice, None))
 
-        first_error: Exception | None = None
-        last_error: Exception | None = None
-        for name, extra, choice in strategies:
-            token = _CALL_KWARGS.set({**(_CALL_KWARGS.get() or {}), **extra})
-            try:
-                response = await self._run_call(_Call(prompt, tools, choice, None))
-                result = self._parse_structured(response, schema, structured_model)
-            except Exception as exc:
-                first_error = first_error or exc
-                last_error = exc
-                if isinstance(exc, StructuredOutputError) or (
-                    isinstance(exc, ModelError) and self._is_structured_output_fallback_error(exc)
-                ):
-                    logger.debug("structured output strategy %r failed: %s", name, exc)
-                    continue
-                raise
-            finally:
-                _CALL_KWARGS.reset(token)
-            if name not in ("forced", "explicit"):
-                logger.info("structured output for %r used strategy %r", self.model, name)
-            return result
-        assert last_error is not None
-        if first_error is not None and first_error is not last_error:
-            raise last_error from first_error
-        raise last_error
-
-    def _parse_structured(
-        self,
-        response: ChatResponse,
-        schema: dict[str, Any],
-        structured_model: dict[str, Any] | builtins.type[StructuredModel],
-    ) -> StructuredResponse:
-        call = next(
-            (
-                b
-                for b in response.content
-                if isinstance(b, ToolCallBlock) and b.name == _STRUCTURED_TOOL
-            ),
-            None,
-        )
-        if call is None:
-            raise StructuredOutputError(
-                f"model {self.model!r} did not call the {_STRUCTURED_TOOL!r} tool"
-            )
-        try:
-            output = json_loads_with_repair(call.input, schema)
-            if isinstance(structured_model, dict):
-                jsonschema.validate(output, structured_model)
-            else:
-                structured_model.model_validate(output)
-        except (ToolJSONDecodeError, jsonschema.ValidationError, ValueError) as exc:
-            raise StructuredOutputError(
-                f"invalid structured output from model {self.model!r}: {exc}"
-            ) from exc
-        return StructuredResponse(
-            content=output,
-            id=response.id,
-            created_at=response.created_at,
-            usage=response.usage,
-            finished_reason=response.finished_reason,
+        return await generate_structured_output(
+            messages,
+            structured_model,
+            tool_choice=tool_choice,
+            model=self.model,
+            call=call,
+            disable_thinking=self._get_disable_thinking_kwargs(),
+            is_fallback_error=self._is_structured_output_fallback_error,
         )

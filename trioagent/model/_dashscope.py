@@ -1,5 +1,4 @@
-"""DashScope (Alibaba Cloud Model Studio, Qwen) in OpenAI-compatible mode (reference/model.md
-§2.2).
+"""DashScope (Alibaba Cloud Model Studio, Qwen) in OpenAI-compatible mode.
 
 ``POST {base_url}/chat/completions`` (default base
 ``https://dashscope.aliyuncs.com/compatible-mode/v1``) with a Bearer key; the stream is the
@@ -9,18 +8,18 @@ OpenAI chunk format (thinking in ``reasoning_content``, continuation tool-call f
 
 from __future__ import annotations
 
-import builtins
 import warnings
-from typing import Any, ClassVar, Unpack
+from typing import ClassVar
 
 import attrs
 
+from .._core.json_types import JSONObject
 from ..credential import DashScopeCredential
-from ..formatter import DashScopeChatFormatter, FormatterBase
+from ..formatter import DashScopeChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
-from ._base import ChatModelOptions, select_tools
-from ._openai_compat import OpenAICompatibleChatModel, in_range, positive_or_none
+from ._openai_compat import OpenAICompatibleChatModel
+from ._params import in_range, positive_or_none, present, select_tools
 
 __all__ = ["DashScopeChatModel", "DashScopeChatParameters"]
 
@@ -45,7 +44,7 @@ class DashScopeChatParameters:
     voice: str | None = None
 
 
-class DashScopeChatModel(OpenAICompatibleChatModel):
+class DashScopeChatModel(OpenAICompatibleChatModel[DashScopeCredential, DashScopeChatParameters]):
     """Qwen models on DashScope, through its OpenAI-compatible endpoint.
 
     Request body: ``max_tokens``, ``temperature``, ``top_p``, ``audio``/``modalities`` (with a
@@ -54,51 +53,26 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
     ``enable_thinking``, ``thinking_budget`` and ``top_k`` filled in unless it sets them.
 
     DashScope has no ``tool_choice: "required"``: it is sent as ``"auto"`` with a
-    ``UserWarning`` (the reference raises a ``DeprecationWarning``, which Python hides by
-    default; the downgrade deserves to be seen).
+    ``UserWarning`` (a ``DeprecationWarning`` would be hidden by default, and the downgrade
+    deserves to be seen).
 
-    Args:
-        model: the model name (``"qwen-plus"``).
-        credential: key and base URL (default: ``DashScopeCredential()``, which reads
-            ``DASHSCOPE_API_KEY`` / ``DASHSCOPE_BASE_URL``).
-        parameters: generation parameters.
-        extra_body: extra top-level request keys (a per-call extra body, such as structured
-            output's disable-thinking step, updates it key by key).
-        context_size: the context window (default 131072).
-        formatter: default :class:`~trioagent.formatter.DashScopeChatFormatter`.
-        **options: the other :class:`~trioagent.model.ChatModelBase` options
-            (:class:`~trioagent.model.ChatModelOptions`).
+    Defaults: ``DashScopeCredential()`` (``DASHSCOPE_API_KEY`` / ``DASHSCOPE_BASE_URL``),
+    :class:`DashScopeChatParameters`, a context of 131072 tokens,
+    :class:`~trioagent.formatter.DashScopeChatFormatter`.  The keywords:
+    :class:`~trioagent.model.ProviderChatModel`; a per-call extra body (structured output's
+    disable-thinking step) updates ``extra_body`` key by key.
     """
 
     type: ClassVar[str] = "dashscope_chat"
-    Parameters: ClassVar[builtins.type[DashScopeChatParameters]] = DashScopeChatParameters
-    credential: DashScopeCredential
+    Parameters = DashScopeChatParameters
+    default_credential = DashScopeCredential
+    default_formatter = DashScopeChatFormatter
+    default_context_size = 131072
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        credential: DashScopeCredential | None = None,
-        parameters: DashScopeChatParameters | None = None,
-        extra_body: dict[str, Any] | None = None,
-        context_size: int = 131072,
-        formatter: FormatterBase | None = None,
-        **options: Unpack[ChatModelOptions],
-    ) -> None:
-        super().__init__(
-            model,
-            credential=credential or DashScopeCredential(),
-            context_size=context_size,
-            formatter=formatter or DashScopeChatFormatter(),
-            **options,
-        )
-        self.parameters = parameters or DashScopeChatParameters()
-        self.extra_body = dict(extra_body) if extra_body else None
-
-    def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
+    def _get_disable_thinking_kwargs(self) -> JSONObject:
         return {"extra_body": {"enable_thinking": False}}
 
-    def _format_tool_choice(self, tool_choice: ToolChoice) -> str | dict[str, Any]:
+    def _format_tool_choice(self, tool_choice: ToolChoice) -> str | JSONObject:
         if tool_choice.mode == "required":
             warnings.warn(
                 'DashScope does not support tool_choice "required"; sending "auto" instead',
@@ -109,7 +83,7 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
         return super()._format_tool_choice(tool_choice)
 
     @staticmethod
-    def _validate_tools(tools: list[dict[str, Any]]) -> None:
+    def _validate_tools(tools: list[JSONObject]) -> None:
         for tool in tools:
             if (
                 not isinstance(tool, dict)
@@ -124,19 +98,19 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
     async def _build_body(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        body = await self._base_body(messages, stream=stream)
+    ) -> JSONObject:
         p = self.parameters
-        if p.max_tokens is not None:
-            body["max_tokens"] = p.max_tokens
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
+        body = await self._chat_body(
+            messages,
+            stream=stream,
+            max_tokens=p.max_tokens,
+            temperature=p.temperature,
+            top_p=p.top_p,
+        )
         if p.voice:
             # DashScope documents "wav"; the streamed data is raw 16-bit PCM either way.
             body["audio"] = {"voice": p.voice, "format": "wav"}
@@ -145,17 +119,16 @@ class DashScopeChatModel(OpenAICompatibleChatModel):
         body.update(call_kwargs)
         if tools:
             self._validate_tools(tools)
-        if formatted_tools := select_tools(tools, tool_choice):
-            body["tools"] = formatted_tools
-            if not p.parallel_tool_calls:
-                body["parallel_tool_calls"] = False
-        if tool_choice is not None:
-            body["tool_choice"] = self._format_tool_choice(tool_choice)
+        self._finish_body(
+            body,
+            select_tools(tools, tool_choice),
+            tool_choice,
+            stream=False,
+            parallel_tool_calls=p.parallel_tool_calls,
+        )
         extra.setdefault("enable_thinking", p.thinking_enable)
-        if p.thinking_budget is not None:
-            extra.setdefault("thinking_budget", p.thinking_budget)
-        if p.top_k is not None:
-            extra.setdefault("top_k", p.top_k)
+        for key, value in present(thinking_budget=p.thinking_budget, top_k=p.top_k).items():
+            extra.setdefault(key, value)
         body.update(extra)
         if stream:
             body["stream_options"] = {"include_usage": True}

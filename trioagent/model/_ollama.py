@@ -1,38 +1,33 @@
-"""Ollama over httpx (reference/model.md §2.9, §8.11).
+"""Ollama over httpx.
 
 ``POST {host}/api/chat`` (no key; ``Authorization: Bearer`` only when an ``OLLAMA_API_KEY`` /
 ``api_key`` is set, as for Ollama's hosted models).  A streamed answer is NDJSON: one JSON
 object per line, the last one with ``"done": true`` and the token counts.  The body is read
 line by line by :func:`read_ndjson` (a sans-IO :class:`NDJSONDecoder` fed from
-``response.aiter_text()``, with the same cleanup as :func:`~trioagent.model._http.read_sse`);
+``response.aiter_text()``, with the same cleanup as :func:`~trioagent._http.read_sse`);
 a stream that ends before its ``done`` line raises
 :class:`~trioagent.exception.ModelStreamError`.
 
-Retries follow the reference (§1.9): only transport failures (connection refused or reset,
+Retries follow AgentScope: only transport failures (connection refused or reset,
 read timeouts, a cut stream) are retried — never an HTTP error status, whose body
 (``{"error": "model 'x' not found"}``) becomes the typed error's message.
 """
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Unpack
+from typing import ClassVar, Unpack
 
 import attrs
 import httpx
 import trio
 
 from .._core.ids import generate_id
-from ..credential import OllamaCredential
-from ..exception import ModelError, ModelStreamError
-from ..formatter import FormatterBase, OllamaChatFormatter
-from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..types import ToolChoice
-from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
-from ._http import (
+from .._core.json_types import JSONObject, JSONValue
+from .._http import (
+    Redact,
     aclose_response,
     error_from_payload,
     error_from_response,
@@ -41,8 +36,15 @@ from ._http import (
     response_json,
     send_request,
 )
-from ._openai import _MALFORMED, _list, _malformed, _object, _text, parse_whole_body
+from ..credential import OllamaCredential
+from ..exception import ModelError, ModelStreamError
+from ..formatter import OllamaChatFormatter
+from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._params import in_range, positive_or_none, present, select_tools
+from ._provider import ProviderChatModel, ProviderOptions
 from ._response import ChatResponse, ChatUsage, ResponseBlock
+from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
 
 __all__ = [
     "NDJSONDecoder",
@@ -118,7 +120,7 @@ class OllamaChatParameters:
     temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
 
 
-def _arguments_text(arguments: Any) -> str:
+def _arguments_text(arguments: JSONValue) -> str:
     """A tool call's arguments (a JSON object on Ollama's wire) as the block's input text."""
     if isinstance(arguments, str):
         return arguments
@@ -128,7 +130,7 @@ def _arguments_text(arguments: Any) -> str:
 
 
 class OllamaStreamParser:
-    """Turns Ollama ``/api/chat`` objects into delta chunks (reference §2.9, §8.11).
+    """Turns Ollama ``/api/chat`` objects into delta chunks.
 
     One parser per call: the text and thinking block ids and the response id are fixed per
     call; every tool call (Ollama sends each one whole) gets a fresh id, since Ollama's own
@@ -138,7 +140,7 @@ class OllamaStreamParser:
 
     A line of the wrong shape (``message``, a tool call or its ``function`` not an object,
     ``tool_calls`` not a list, a name that is not a string, a count that is not a number, ...)
-    raises ``ValueError`` (or, for a shape not checked, another of ``_MALFORMED``); the model
+    raises ``ValueError`` (or, for a shape not checked, another of ``MALFORMED``); the model
     turns it into a :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
@@ -148,7 +150,7 @@ class OllamaStreamParser:
         self.text_id = generate_id()
         self.thinking_id = generate_id()
 
-    def _blocks(self, message: dict[str, Any], *, stream: bool) -> list[ResponseBlock]:
+    def _blocks(self, message: JSONObject, *, stream: bool) -> list[ResponseBlock]:
         blocks: list[ResponseBlock] = []
         thinking = message.get("thinking")
         if isinstance(thinking, str) and thinking:
@@ -157,19 +159,19 @@ class OllamaStreamParser:
         text = message.get("content")
         if isinstance(text, str) and text:
             blocks.append(TextBlock(text=text, id=self.text_id if stream else generate_id()))
-        for call in _list(message.get("tool_calls"), "'tool_calls'"):
-            call = _object(call, "a tool call")
-            function = _object(call.get("function") or {}, "a tool call's 'function'")
+        for call in json_list(message.get("tool_calls"), "'tool_calls'"):
+            call = json_object(call, "a tool call")
+            function = json_object(call.get("function") or {}, "a tool call's 'function'")
             blocks.append(
                 ToolCallBlock(
                     id=generate_id(),
-                    name=_text(function.get("name"), "a tool call's name") or "",
+                    name=json_text(function.get("name"), "a tool call's name") or "",
                     input=_arguments_text(function.get("arguments")),
                 )
             )
         return blocks
 
-    def _usage(self, chunk: dict[str, Any]) -> ChatUsage:
+    def _usage(self, chunk: JSONObject) -> ChatUsage:
         timings = {k: v for k, v in chunk.items() if k.endswith("_duration")}
         return ChatUsage(
             input_tokens=int(chunk.get("prompt_eval_count") or 0),
@@ -179,30 +181,30 @@ class OllamaStreamParser:
         )
 
     @staticmethod
-    def _metadata(chunk: dict[str, Any]) -> dict[str, Any]:
+    def _metadata(chunk: JSONObject) -> JSONObject:
         reason = chunk.get("done_reason")
         return {"finish_reason": reason} if chunk.get("done") and reason else {}
 
-    def parse(self, chunk: dict[str, Any]) -> ChatResponse:
+    def parse(self, chunk: JSONObject) -> ChatResponse:
         """The delta for one line (a carrier when it holds no content)."""
         message = chunk.get("message")
         return ChatResponse(
-            content=self._blocks(_object(message or {}, "'message'"), stream=True),
+            content=self._blocks(json_object(message or {}, "'message'"), stream=True),
             is_last=False,
             id=self.response_id,
             usage=self._usage(chunk),
             metadata=self._metadata(chunk),
         )
 
-    def parse_completion(self, body: dict[str, Any]) -> ChatResponse:
+    def parse_completion(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (usage only if both counts are
-        reported, as the reference)."""
+        reported, as AgentScope does)."""
         message = body.get("message")
         usage = None
         if body.get("prompt_eval_count") is not None and body.get("eval_count") is not None:
             usage = self._usage(body)
         return ChatResponse(
-            content=self._blocks(_object(message or {}, "'message'"), stream=False),
+            content=self._blocks(json_object(message or {}, "'message'"), stream=False),
             is_last=True,
             id=self.response_id,
             usage=usage,
@@ -210,62 +212,48 @@ class OllamaStreamParser:
         )
 
 
-def _http_error(
-    status: int, headers: httpx.Headers, body: bytes, *, redact: Callable[[str], str]
-) -> ModelError:
-    """The typed error for an HTTP error response, never retryable: §1.9, Ollama retries only
+def _http_error(status: int, headers: httpx.Headers, body: bytes, *, redact: Redact) -> ModelError:
+    """The typed error for an HTTP error response, never retryable: Ollama calls retry only
     transport failures."""
     exc = error_from_response(status, headers, body, redact=redact)
     exc.retryable = False
     return exc
 
 
-class OllamaChatModel(ChatModelBase):
+class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters]):
     """A model served by Ollama (``/api/chat``), streamed as NDJSON.
 
     Args:
         model: the model name (``"qwen3:8b"``).
-        credential: the server (default: ``OllamaCredential()``: ``OLLAMA_HOST`` or
-            ``http://localhost:11434``; no key needed).
-        parameters: generation parameters.
         keep_alive: how long Ollama keeps the model loaded after the call (``"5m"``, seconds,
-            ``-1``); not sent when ``None`` (the server's default), as the reference.
-        extra_body: extra top-level request keys (``format``, ``options``, ...), merged after
-            the parameters; an ``options`` dict is merged into the parameters' options.
-        context_size: the context window (default 32768).
-        formatter: default :class:`~trioagent.formatter.OllamaChatFormatter`.
-        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
+            ``-1``); not sent when ``None`` (the server's default).
+        **options: the :class:`~trioagent.model.ProviderChatModel` keywords.  Defaults:
+            ``OllamaCredential()`` (``OLLAMA_HOST`` or ``http://localhost:11434``; no key
+            needed), :class:`OllamaChatParameters`, a context of 32768 tokens,
+            :class:`~trioagent.formatter.OllamaChatFormatter`.  ``extra_body`` (``format``,
+            ``options``, ...) is merged after the parameters; an ``options`` dict is merged
+            into the parameters' options.
 
     ``tool_choice`` is not supported by Ollama: only its ``tools`` list filters the schemas (a
     mode other than ``auto`` is logged and ignored).
     """
 
     type: ClassVar[str] = "ollama_chat"
-    Parameters: ClassVar[builtins.type[OllamaChatParameters]] = OllamaChatParameters
-    credential: OllamaCredential
+    Parameters = OllamaChatParameters
+    default_credential = OllamaCredential
+    default_formatter = OllamaChatFormatter
+    default_context_size = 32768
+    endpoint = "/api/chat"
 
     def __init__(
         self,
         model: str,
         *,
-        credential: OllamaCredential | None = None,
-        parameters: OllamaChatParameters | None = None,
         keep_alive: str | float | None = None,
-        extra_body: dict[str, Any] | None = None,
-        context_size: int = 32768,
-        formatter: FormatterBase | None = None,
-        **options: Unpack[ChatModelOptions],
+        **options: Unpack[ProviderOptions[OllamaCredential, OllamaChatParameters]],
     ) -> None:
-        super().__init__(
-            model,
-            credential=credential or OllamaCredential(),
-            context_size=context_size,
-            formatter=formatter or OllamaChatFormatter(),
-            **options,
-        )
-        self.parameters = parameters or OllamaChatParameters()
+        super().__init__(model, **options)
         self.keep_alive = keep_alive
-        self.extra_body = dict(extra_body) if extra_body else None
 
     # -- request -------------------------------------------------------------------------------
 
@@ -276,8 +264,8 @@ class OllamaChatModel(ChatModelBase):
         return headers
 
     def _format_tools(
-        self, tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
-    ) -> list[dict[str, Any]] | None:
+        self, tools: list[JSONObject] | None, tool_choice: ToolChoice | None
+    ) -> list[JSONObject] | None:
         if tool_choice is None:
             return tools
         tools = select_tools(tools, tool_choice)
@@ -292,29 +280,23 @@ class OllamaChatModel(ChatModelBase):
     async def _build_body(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        formatter = self.formatter or OllamaChatFormatter()
-        body: dict[str, Any] = {
+    ) -> JSONObject:
+        p = self.parameters
+        body: JSONObject = {
             "model": self.model,
-            "messages": await formatter.format(messages, http_client=self.http_client),
+            "messages": await self._format(messages),
             "stream": stream,
         }
-        p = self.parameters
-        options: dict[str, Any] = {}
-        if p.max_tokens is not None:
-            options["num_predict"] = p.max_tokens
-        if p.temperature is not None:
-            options["temperature"] = p.temperature
-        if options:
+        if options := present(num_predict=p.max_tokens, temperature=p.temperature):
             body["options"] = options
         body["think"] = p.thinking_enable
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        for extra in self._body_overrides(self.extra_body):
+        for extra in self._body_overrides():
             for key, value in extra.items():
                 if key == "options" and isinstance(value, dict):
                     body["options"] = {**body.get("options", {}), **value}
@@ -324,20 +306,12 @@ class OllamaChatModel(ChatModelBase):
             body["tools"] = formatted_tools
         return body
 
-    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
-        return self.http_client.build_request(
-            "POST",
-            f"{self.credential.get_base_url()}/api/chat",
-            json=body,
-            headers=self._headers(stream=stream),
-        )
-
     async def _send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
         return await send_request(
             self.http_client, request, stream=stream, redact=self._redact, error=_http_error
         )
 
-    def _decode(self, line: str) -> dict[str, Any]:
+    def _decode(self, line: str) -> JSONObject:
         payload = parse_event(line, model=self.model, unit="line", redact=self._redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=self._redact)
@@ -348,23 +322,22 @@ class OllamaChatModel(ChatModelBase):
     async def _stream_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         send: trio.MemorySendChannel[ChatResponse],
     ) -> None:
-        body = await self._build_body(messages, tools, tool_choice, stream=True)
-        request = self._request(body, stream=True)
+        request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())
 
         async def handle(line: str) -> bool:
             payload = self._decode(line)
-            try:
-                delta = parser.parse(payload)
-            except _MALFORMED as exc:
-                # From None: the parser's exception may quote the line unredacted.
-                raise ModelStreamError(
-                    _malformed("line", self.model, line, exc, self._redact)
-                ) from None
+            delta = parse_stream_unit(
+                lambda: parser.parse(payload),
+                unit="line",
+                model=self.model,
+                text=line,
+                redact=self._redact,
+            )
             await send.send(delta)
             return bool(payload.get("done"))
 
@@ -383,11 +356,10 @@ class OllamaChatModel(ChatModelBase):
     async def _call_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
-        body = await self._build_body(messages, tools, tool_choice, stream=False)
-        request = self._request(body, stream=False)
+        request = await self._prepare(messages, tools, tool_choice, stream=False)
         parser = OllamaStreamParser(trio.current_time())
         response = await self._send(request, stream=False)
         payload = response_json(response, model=self.model, retryable=False, redact=self._redact)
@@ -402,5 +374,5 @@ class OllamaChatModel(ChatModelBase):
         )
 
     def _is_structured_output_fallback_error(self, exc: Exception) -> bool:
-        """None for Ollama (reference §1.6): a rejected request is raised, not worked around."""
+        """None for Ollama: a rejected request is raised, not worked around."""
         return False

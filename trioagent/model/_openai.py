@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions over httpx (reference/model.md §2.0, §2.1).
+"""OpenAI Chat Completions over httpx.
 
 ``POST {base_url}/chat/completions`` with a Bearer key.  Streaming requests set
 ``stream_options.include_usage`` and read the SSE stream until ``data: [DONE]``; a stream
@@ -13,36 +13,36 @@ from __future__ import annotations
 
 import base64
 import binascii
-import builtins
 import json
-from collections.abc import Callable
-from typing import Any, ClassVar, Literal, Unpack
+from typing import ClassVar, Literal
 
 import attrs
 import httpx
 import trio
 
 from .._core.ids import generate_id
-from .._json_repair import flatten_json_schema
-from ..credential import CredentialBase, OpenAICredential
-from ..exception import ModelStreamError, ModelUpstreamError
-from ..formatter import FormatterBase, OpenAIChatFormatter
-from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..types import ToolChoice
-from ._accumulator import wav_header
-from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none, select_tools
-from ._http import (
+from .._core.json_types import JSONObject, JSONValue
+from .._http import (
+    Redact,
+    ServerSentEvent,
     bearer_headers,
     error_from_payload,
-    excerpt,
     incomplete_stream_error,
     parse_event,
     response_json,
     send_request,
     stream_sse,
 )
+from .._json_repair import flatten_json_schema
+from ..credential import OpenAICredential
+from ..formatter import OpenAIChatFormatter
+from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._accumulator import wav_header
+from ._params import in_range, positive_or_none, present, select_tools
+from ._provider import CredentialT, ParametersT, ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._sse import ServerSentEvent
+from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
 
 __all__ = [
     "ChatCompletionsModel",
@@ -50,6 +50,7 @@ __all__ = [
     "OpenAIChatParameters",
     "OpenAIStreamParser",
     "complete_chat_completions",
+    "openai_headers",
     "stream_chat_completions",
 ]
 
@@ -73,48 +74,10 @@ class OpenAIChatParameters:
     voice: str | None = None
 
 
-#: What a parser raises for a chunk or completion of the wrong shape (its own checks raise
-#: ``ValueError``; the others cover a shape they did not foresee).  The transport turns them
-#: into a :class:`~trioagent.exception.ModelError` naming the model.
-_MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError)
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else ``ValueError`` naming ``what``."""
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} is not an object")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    """``value`` if it is a JSON array (``None`` counts as empty), else ``ValueError``."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{what} is not a list")
-    return value
-
-
-def _text(value: Any, what: str) -> str | None:
-    """``value`` if it is a string or ``None``, else ``ValueError`` naming ``what``."""
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{what} is not a string")
-    return value
-
-
-def _malformed(
-    unit: str, model: str, text: str, exc: Exception, redact: Callable[[str], str]
-) -> str:
-    """The error message for a ``unit`` of the wrong shape: the model, what was wrong (the
-    parser's own message, or the exception type) and a short redacted excerpt."""
-    reason = redact(str(exc))[:100] if isinstance(exc, ValueError) else type(exc).__name__
-    return f"malformed {unit} in the answer of {model!r} ({reason}): {excerpt(text, redact)}"
-
-
 def _usage(
-    raw: dict[str, Any], elapsed: float, cache: Literal["openai", "deepseek"] = "openai"
+    raw: JSONValue, elapsed: float, cache: Literal["openai", "deepseek"] = "openai"
 ) -> ChatUsage:
-    raw = _object(raw, "'usage'")
+    raw = json_object(raw, "'usage'")
     if cache == "deepseek":
         cached = raw.get("prompt_cache_hit_tokens")
     else:
@@ -142,12 +105,12 @@ class OpenAIStreamParser:
     """Turns OpenAI-compatible ``chat.completion.chunk`` objects into delta chunks.
 
     One parser per call: it fixes the text, thinking and audio block ids (one block of each per
-    call, as the reference), maps tool-call ``index`` to the call id and name from its first
+    call, as AgentScope), maps tool-call ``index`` to the call id and name from its first
     fragment, and remembers the usage once reported (later deltas carry it).
 
     A chunk of the wrong shape (``choices`` not a list of objects, a ``delta`` or ``usage``
     that is not an object, a tool-call ``index`` that is not a number, ...) raises
-    ``ValueError`` (or, for a shape not checked, another of ``_MALFORMED``); the transport
+    ``ValueError`` (or, for a shape not checked, another of ``MALFORMED``); the transport
     (:func:`stream_chat_completions`) turns it into a
     :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
@@ -163,16 +126,16 @@ class OpenAIStreamParser:
         self.usage: ChatUsage | None = None
         self._audio_started = False
 
-    def parse(self, chunk: dict[str, Any]) -> ChatResponse | None:
+    def parse(self, chunk: JSONObject) -> ChatResponse | None:
         """The delta for one chunk (``None`` when it carries nothing)."""
         self.response_id = chunk.get("id") or self.response_id
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"], trio.current_time() - self.start, self.cache)
-        choices = _list(chunk.get("choices"), "'choices'")
+        choices = json_list(chunk.get("choices"), "'choices'")
         if not choices:
             return self._delta([], {}) if self.usage else None
-        choice = _object(choices[0], "'choices[0]'")
-        delta = _object(choice.get("delta") or {}, "'delta'")
+        choice = json_object(choices[0], "'choices[0]'")
+        delta = json_object(choice.get("delta") or {}, "'delta'")
         blocks: list[ResponseBlock] = []
         thinking = delta.get("reasoning_content")
         if not isinstance(thinking, str):
@@ -194,31 +157,31 @@ class OpenAIStreamParser:
                         id=self.audio_id, source=Base64Source(data=data, media_type="audio/wav")
                     )
                 )
-        for call in _list(delta.get("tool_calls"), "'tool_calls'"):
-            blocks.append(self._tool_call(_object(call, "a tool call")))
+        for call in json_list(delta.get("tool_calls"), "'tool_calls'"):
+            blocks.append(self._tool_call(json_object(call, "a tool call")))
         metadata = {"finish_reason": choice["finish_reason"]} if choice.get("finish_reason") else {}
         if blocks or self.usage or metadata:
             return self._delta(blocks, metadata)
         return None
 
-    def _tool_call(self, call: dict[str, Any]) -> ToolCallBlock:
+    def _tool_call(self, call: JSONObject) -> ToolCallBlock:
         try:
             index = int(call.get("index") or 0)
         except (TypeError, ValueError):
             raise ValueError("a tool call's 'index' is not a number") from None
-        function = _object(call.get("function") or {}, "a tool call's 'function'")
-        name = _text(function.get("name"), "a tool call's name")
-        arguments = _text(function.get("arguments"), "a tool call's arguments")
+        function = json_object(call.get("function") or {}, "a tool call's 'function'")
+        name = json_text(function.get("name"), "a tool call's name")
+        arguments = json_text(function.get("arguments"), "a tool call's arguments")
         if index not in self.tool_calls:
             # A first fragment without an id would make an invalid block; give it one.
-            call_id = _text(call.get("id"), "a tool call's id")
+            call_id = json_text(call.get("id"), "a tool call's id")
             self.tool_calls[index] = (call_id or f"call_{generate_id()}", name or "unknown")
         # The index identifies the call: an id arriving (or changing) in a later fragment
         # must not split it in two.
         stored_id, stored_name = self.tool_calls[index]
         return ToolCallBlock(id=stored_id, name=name or stored_name, input=arguments or "")
 
-    def _delta(self, blocks: list[ResponseBlock], metadata: dict[str, Any]) -> ChatResponse:
+    def _delta(self, blocks: list[ResponseBlock], metadata: JSONObject) -> ChatResponse:
         return ChatResponse(
             content=blocks,
             is_last=False,
@@ -227,15 +190,15 @@ class OpenAIStreamParser:
             metadata=metadata,
         )
 
-    def parse_completion(self, body: dict[str, Any]) -> ChatResponse:
+    def parse_completion(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (a body of the wrong shape raises as
         :meth:`parse` does)."""
         blocks: list[ResponseBlock] = []
-        choices = _list(body.get("choices"), "'choices'")
-        metadata: dict[str, Any] = {}
+        choices = json_list(body.get("choices"), "'choices'")
+        metadata: JSONObject = {}
         if choices:
-            choice = _object(choices[0], "'choices[0]'")
-            message = _object(choice.get("message") or {}, "'message'")
+            choice = json_object(choices[0], "'choices[0]'")
+            message = json_object(choice.get("message") or {}, "'message'")
             if choice.get("finish_reason"):
                 metadata["finish_reason"] = choice["finish_reason"]
             thinking = message.get("reasoning_content")
@@ -244,7 +207,7 @@ class OpenAIStreamParser:
             if isinstance(thinking, str) and thinking:
                 blocks.append(ThinkingBlock(thinking=thinking))
             raw_audio = message.get("audio")
-            audio: dict[str, Any] = raw_audio if isinstance(raw_audio, dict) else {}
+            audio: JSONObject = raw_audio if isinstance(raw_audio, dict) else {}
             text = message.get("content") or audio.get("transcript")
             if isinstance(text, str) and text:
                 blocks.append(TextBlock(text=text))
@@ -256,14 +219,14 @@ class OpenAIStreamParser:
                         )
                     )
                 )
-            for raw_call in _list(message.get("tool_calls"), "'tool_calls'"):
-                call = _object(raw_call, "a tool call")
-                function = _object(call.get("function") or {}, "a tool call's 'function'")
+            for raw_call in json_list(message.get("tool_calls"), "'tool_calls'"):
+                call = json_object(raw_call, "a tool call")
+                function = json_object(call.get("function") or {}, "a tool call's 'function'")
                 blocks.append(
                     ToolCallBlock(
-                        id=_text(call.get("id"), "a tool call's id") or f"call_{generate_id()}",
-                        name=_text(function.get("name"), "a tool call's name") or "unknown",
-                        input=_text(function.get("arguments"), "a tool call's arguments") or "",
+                        id=json_text(call.get("id"), "a tool call's id") or f"call_{generate_id()}",
+                        name=json_text(function.get("name"), "a tool call's name") or "unknown",
+                        input=json_text(function.get("arguments"), "a tool call's arguments") or "",
                     )
                 )
         usage = None
@@ -278,43 +241,56 @@ class OpenAIStreamParser:
         )
 
 
-class ChatCompletionsModel(ChatModelBase):
+class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
     """The Chat Completions transport shared by :class:`OpenAIChatModel`, xAI and the
     OpenAI-compatible providers.
 
     ``POST {base_url}/chat/completions`` with a Bearer key (:meth:`_headers`), sent and read by
     :func:`stream_chat_completions` / :func:`complete_chat_completions` with the parser of
-    :meth:`_parser`; a subclass builds the request body (:meth:`_build_body`).
+    :meth:`_parser`; a subclass builds the request body (:meth:`_build_body`, usually with
+    :meth:`_chat_body` and :meth:`_finish_body`).
     """
 
-    credential: CredentialBase
+    endpoint = "/chat/completions"
 
-    async def _build_body(
+    async def _chat_body(
+        self, messages: list[Msg], *, stream: bool, **fields: JSONValue
+    ) -> JSONObject:
+        """``model``, ``messages`` (through the formatter), ``stream``, and the ``fields``
+        that are set."""
+        return {
+            "model": self.model,
+            "messages": await self._format(messages),
+            "stream": stream,
+            **present(**fields),
+        }
+
+    def _finish_body(
         self,
-        messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        body: JSONObject,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        raise NotImplementedError
+        parallel_tool_calls: bool = True,
+    ) -> JSONObject:
+        """``body`` with the (already formatted) ``tools``, ``parallel_tool_calls: false``
+        when disabled, ``tool_choice``, and ``stream_options.include_usage`` when streaming."""
+        if tools:
+            body["tools"] = tools
+            if not parallel_tool_calls:
+                body["parallel_tool_calls"] = False
+        if tool_choice is not None:
+            body["tool_choice"] = self._format_tool_choice(tool_choice)
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
 
-    def _format_tool_choice(self, tool_choice: ToolChoice) -> str | dict[str, Any]:
+    def _format_tool_choice(self, tool_choice: ToolChoice) -> str | JSONObject:
         """``auto``/``none``/``required`` as strings, a tool name as a function object."""
         if tool_choice.mode in ("auto", "none", "required"):
             return tool_choice.mode
         return {"type": "function", "function": {"name": tool_choice.mode}}
-
-    def _headers(self, *, stream: bool) -> dict[str, str]:
-        return bearer_headers(self.credential.get_api_key(), stream=stream)
-
-    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
-        return self.http_client.build_request(
-            "POST",
-            f"{self.credential.get_base_url()}/chat/completions",
-            json=body,
-            headers=self._headers(stream=stream),
-        )
 
     def _parser(self) -> OpenAIStreamParser:
         """A parser for one call (started now)."""
@@ -325,12 +301,11 @@ class ChatCompletionsModel(ChatModelBase):
     async def _stream_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         send: trio.MemorySendChannel[ChatResponse],
     ) -> None:
-        body = await self._build_body(messages, tools, tool_choice, stream=True)
-        request = self._request(body, stream=True)
+        request = await self._prepare(messages, tools, tool_choice, stream=True)
         await stream_chat_completions(
             self.http_client, request, self._parser(), send, model=self.model, redact=self._redact
         )
@@ -338,113 +313,73 @@ class ChatCompletionsModel(ChatModelBase):
     async def _call_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
-        body = await self._build_body(messages, tools, tool_choice, stream=False)
-        request = self._request(body, stream=False)
+        request = await self._prepare(messages, tools, tool_choice, stream=False)
         return await complete_chat_completions(
             self.http_client, request, self._parser(), model=self.model, redact=self._redact
         )
 
 
-class OpenAIChatModel(ChatCompletionsModel):
+def openai_headers(credential: OpenAICredential, *, stream: bool) -> dict[str, str]:
+    """OpenAI's request headers: the Bearer key and the organization, when there is one."""
+    return bearer_headers(
+        credential.get_api_key(), stream=stream, organization=credential.get_organization()
+    )
+
+
+class OpenAIChatModel(ChatCompletionsModel[OpenAICredential, OpenAIChatParameters]):
     """OpenAI Chat Completions (and any OpenAI-compatible server).
 
-    Args:
-        model: the model name (``"gpt-4o"``).
-        credential: key, organization and base URL (default: ``OpenAICredential()``, which
-            reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
-        parameters: generation parameters.
-        extra_body: extra top-level request keys (merged after the parameters).
-        context_size: the context window (default 128000).
-        formatter: default :class:`~trioagent.formatter.OpenAIChatFormatter`.
-        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
+    Defaults: ``OpenAICredential()`` (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` /
+    ``OPENAI_ORG_ID``), :class:`OpenAIChatParameters`, a context of 128000 tokens,
+    :class:`~trioagent.formatter.OpenAIChatFormatter`.  The keywords:
+    :class:`~trioagent.model.ProviderChatModel`; ``extra_body`` is merged after the
+    parameters and a per-call ``extra_body`` replaces it.  Tool parameter schemas are sent
+    flattened (no ``$ref``).
     """
 
     type: ClassVar[str] = "openai_chat"
-    Parameters: ClassVar[builtins.type[OpenAIChatParameters]] = OpenAIChatParameters
-    credential: OpenAICredential
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        credential: OpenAICredential | None = None,
-        parameters: OpenAIChatParameters | None = None,
-        extra_body: dict[str, Any] | None = None,
-        context_size: int = 128000,
-        formatter: FormatterBase | None = None,
-        **options: Unpack[ChatModelOptions],
-    ) -> None:
-        super().__init__(
-            model,
-            credential=credential or OpenAICredential(),
-            context_size=context_size,
-            formatter=formatter or OpenAIChatFormatter(),
-            **options,
-        )
-        self.parameters = parameters or OpenAIChatParameters()
-        self.extra_body = dict(extra_body) if extra_body else None
-
-    # -- request -------------------------------------------------------------------------------
+    Parameters = OpenAIChatParameters
+    default_credential = OpenAICredential
+    default_formatter = OpenAIChatFormatter
+    default_context_size = 128000
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
-        return bearer_headers(
-            self.credential.get_api_key(),
-            stream=stream,
-            organization=self.credential.get_organization(),
-        )
-
-    @staticmethod
-    def _format_tools(
-        tools: list[dict[str, Any]] | None, tool_choice: ToolChoice | None
-    ) -> list[dict[str, Any]] | None:
-        """The tools allowed by ``tool_choice``, their parameter schemas flattened."""
-        tools = select_tools(tools, tool_choice)
-        return [_flatten_tool(t) for t in tools] if tools else tools
+        return openai_headers(self.credential, stream=stream)
 
     async def _build_body(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        formatter = self.formatter or OpenAIChatFormatter()
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": await formatter.format(messages, http_client=self.http_client),
-            "stream": stream,
-        }
+    ) -> JSONObject:
         p = self.parameters
-        if p.max_tokens is not None:
-            body["max_completion_tokens"] = p.max_tokens
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
-        if p.thinking_enable and p.reasoning_effort:
-            body["reasoning_effort"] = p.reasoning_effort
+        body = await self._chat_body(
+            messages,
+            stream=stream,
+            max_completion_tokens=p.max_tokens,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
+        )
         if p.voice:
             body["audio"] = {"voice": p.voice, "format": "pcm16"}
             body["modalities"] = ["text", "audio"]
-        extra_body, call_kwargs = self._body_overrides(self.extra_body)
+        extra_body, call_kwargs = self._body_overrides()
         body.update(extra_body)
         body.update(call_kwargs)
-        if formatted_tools := self._format_tools(tools, tool_choice):
-            body["tools"] = formatted_tools
-            if not p.parallel_tool_calls:
-                body["parallel_tool_calls"] = False
-        if tool_choice is not None:
-            body["tool_choice"] = self._format_tool_choice(tool_choice)
-        if stream:
-            body["stream_options"] = {"include_usage": True}
-        return body
+        selected = select_tools(tools, tool_choice)
+        formatted = [_flatten_tool(t) for t in selected] if selected else None
+        return self._finish_body(
+            body, formatted, tool_choice, stream=stream, parallel_tool_calls=p.parallel_tool_calls
+        )
 
 
-def _flatten_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def _flatten_tool(tool: JSONObject) -> JSONObject:
     function = tool.get("function")
     if not isinstance(function, dict) or not isinstance(function.get("parameters"), dict):
         return tool
@@ -464,20 +399,20 @@ async def stream_chat_completions(
     send: trio.MemorySendChannel[ChatResponse],
     *,
     model: str,
-    redact: Callable[[str], str],
+    redact: Redact,
 ) -> None:
     """Send a streaming ``chat/completions`` request; send each parsed delta over ``send``.
 
     Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable or malformed
     chunk or a stream that ends before ``data: [DONE]``, and the typed error of an
     ``{"error": ...}`` chunk.  The response is closed in every case
-    (:func:`~trioagent.model._http.stream_sse`).
+    (:func:`~trioagent._http.stream_sse`).
 
     A server that ignores ``stream: true`` and answers with a JSON ``chat.completion`` is
     understood: the completion is parsed as a non-streamed one and sent as a single delta, so
     ``emit`` still sees the answer.  It is complete and valid, and failing it instead would
     fail the same way on every retry.  A JSON error object raises the provider's error
-    (:func:`~trioagent.model._http.stream_sse`); any other JSON is a ``ModelStreamError``.
+    (:func:`~trioagent._http.stream_sse`); any other JSON is a ``ModelStreamError``.
     """
 
     async def handle(event: ServerSentEvent) -> bool:
@@ -486,16 +421,14 @@ async def stream_chat_completions(
         payload = parse_event(event.data, model=model, unit="chunk", redact=redact)
         if payload.get("error"):
             raise error_from_payload(payload, redact=redact)
-        try:
-            delta = parser.parse(payload)
-        except _MALFORMED as exc:
-            # From None: the parser's exception may quote the chunk unredacted.
-            raise ModelStreamError(_malformed("chunk", model, event.data, exc, redact)) from None
+        delta = parse_stream_unit(
+            lambda: parser.parse(payload), unit="chunk", model=model, text=event.data, redact=redact
+        )
         if delta is not None:
             await send.send(delta)
         return False
 
-    async def whole(payload: dict[str, Any]) -> bool:
+    async def whole(payload: JSONObject) -> bool:
         if not isinstance(payload.get("choices"), list):
             return False  # not a completion: stream_sse raises with an excerpt
         response = _parse_completion(parser, payload, model=model, redact=redact)
@@ -515,11 +448,7 @@ async def stream_chat_completions(
 
 
 def _parse_completion(
-    parser: OpenAIStreamParser,
-    payload: dict[str, Any],
-    *,
-    model: str,
-    redact: Callable[[str], str],
+    parser: OpenAIStreamParser, payload: JSONObject, *, model: str, redact: Redact
 ) -> ChatResponse:
     """``parser.parse_completion(payload)``, with :func:`parse_whole_body`'s error."""
     text = json.dumps(payload, ensure_ascii=False, default=str)
@@ -528,33 +457,13 @@ def _parse_completion(
     )
 
 
-def parse_whole_body(
-    parse: Callable[[dict[str, Any]], ChatResponse],
-    payload: dict[str, Any],
-    *,
-    model: str,
-    text: str,
-    redact: Callable[[str], str],
-    unit: str = "response",
-) -> ChatResponse:
-    """``parse(payload)`` for a non-streamed answer; a body of the wrong shape is a
-    :class:`~trioagent.exception.ModelUpstreamError` naming the model with a redacted excerpt
-    of ``text`` (not retried: the provider would answer the same way)."""
-    try:
-        return parse(payload)
-    except _MALFORMED as exc:
-        raise ModelUpstreamError(
-            _malformed(unit, model, text, exc, redact), retryable=False
-        ) from None
-
-
 async def complete_chat_completions(
     client: httpx.AsyncClient,
     request: httpx.Request,
     parser: OpenAIStreamParser,
     *,
     model: str,
-    redact: Callable[[str], str],
+    redact: Redact,
 ) -> ChatResponse:
     """Send a non-streaming ``chat/completions`` request and parse the complete response."""
     response = await send_request(client, request, stream=False, redact=redact)

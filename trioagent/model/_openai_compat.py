@@ -8,18 +8,18 @@ usage reports cached prompt tokens (:attr:`cache_usage`).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import trio
 
-from ..message import Msg
-from ._base import in_range, one_of, positive_or_none
+from .._core.json_types import JSONObject
 from ._openai import ChatCompletionsModel, OpenAIStreamParser
+from ._provider import CredentialT, ParametersT
 
-__all__ = ["OpenAICompatibleChatModel", "in_range", "one_of", "positive_or_none"]
+__all__ = ["OpenAICompatibleChatModel"]
 
 
-class OpenAICompatibleChatModel(ChatCompletionsModel):
+class OpenAICompatibleChatModel(ChatCompletionsModel[CredentialT, ParametersT]):
     """Base of the chat models that speak OpenAI Chat Completions with their own body keys.
 
     Subclasses implement :meth:`_build_body`; this class sends it (Bearer auth, SSE until
@@ -32,21 +32,8 @@ class OpenAICompatibleChatModel(ChatCompletionsModel):
     #: Where the usage reports cached prompt tokens (``prompt_tokens_details.cached_tokens``
     #: or DeepSeek's ``prompt_cache_hit_tokens``).
     cache_usage: ClassVar[Literal["openai", "deepseek"]] = "openai"
-    extra_body: dict[str, Any] | None
 
-    # -- request helpers -------------------------------------------------------------------
-
-    async def _base_body(self, messages: list[Msg], *, stream: bool) -> dict[str, Any]:
-        """``model``, ``messages`` (through the formatter) and ``stream``."""
-        if self.formatter is None:
-            raise ValueError(f"{type(self).__name__} needs a formatter")
-        return {
-            "model": self.model,
-            "messages": await self.formatter.format(messages, http_client=self.http_client),
-            "stream": stream,
-        }
-
-    def _split_call_kwargs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _split_call_kwargs(self) -> tuple[JSONObject, JSONObject]:
         """(extra body, other per-call keys) for this call.
 
         The extra body is the constructor's ``extra_body`` updated key by key with a per-call
@@ -58,10 +45,10 @@ class OpenAICompatibleChatModel(ChatCompletionsModel):
         return extra, call_kwargs
 
     @staticmethod
-    def _merge_thinking(extra: dict[str, Any], enabled: bool) -> dict[str, Any]:
+    def _merge_thinking(extra: JSONObject, enabled: bool) -> JSONObject:
         """``{"type": "enabled"|"disabled"}`` updated with the extra body's ``thinking``
         object (popped from ``extra``), as DeepSeek and Kimi take it."""
-        thinking: dict[str, Any] = {"type": "enabled" if enabled else "disabled"}
+        thinking: JSONObject = {"type": "enabled" if enabled else "disabled"}
         override = extra.pop("thinking", None)
         if isinstance(override, dict):
             thinking.update(override)
@@ -70,5 +57,5 @@ class OpenAICompatibleChatModel(ChatCompletionsModel):
     def _parser(self) -> OpenAIStreamParser:
         return OpenAIStreamParser(trio.current_time(), cache=self.cache_usage)
 
-    def _get_disable_thinking_kwargs(self) -> dict[str, Any]:
+    def _get_disable_thinking_kwargs(self) -> JSONObject:
         return {"extra_body": {"thinking": {"type": "disabled"}}}

@@ -1,4 +1,4 @@
-"""OpenAI Responses API over httpx (reference/model.md §2.6).
+"""OpenAI Responses API over httpx.
 
 ``POST {base_url}/responses`` with a Bearer key.  A streamed call reads typed SSE events
 (``response.output_text.delta``, ``response.function_call_arguments.delta``, ...) until
@@ -15,23 +15,16 @@ returned it, ``null`` fields dropped), which
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable
-from typing import Any, ClassVar, Unpack
+from typing import ClassVar
 
 import attrs
-import httpx
 import trio
 
 from .._core.ids import generate_id
-from ..credential import OpenAICredential
-from ..exception import ModelStreamError, ModelUpstreamError
-from ..formatter import FormatterBase, OpenAIResponseFormatter
-from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..types import ToolChoice
-from ._base import ChatModelBase, ChatModelOptions, in_range, positive_or_none
-from ._http import (
-    bearer_headers,
+from .._core.json_types import JSONObject, JSONValue
+from .._http import (
+    Redact,
+    ServerSentEvent,
     error_from_payload,
     incomplete_stream_error,
     parse_event,
@@ -39,21 +32,18 @@ from ._http import (
     send_request,
     stream_sse,
 )
-from ._openai import (
-    _MALFORMED,
-    ReasoningEffort,
-    _list,
-    _malformed,
-    _object,
-    _text,
-    parse_whole_body,
-)
+from ..credential import OpenAICredential
+from ..exception import ModelUpstreamError
+from ..formatter import OpenAIResponseFormatter
+from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..types import ToolChoice
+from ._openai import ReasoningEffort, openai_headers
+from ._params import in_range, positive_or_none, present
+from ._provider import ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._sse import ServerSentEvent
+from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
 
 __all__ = ["OpenAIResponseModel", "OpenAIResponseParameters", "OpenAIResponseStreamParser"]
-
-_Redact = Callable[[str], str]
 
 #: Per-call body keys the Responses API does not take (chat-completions audio output).
 _DROPPED_CALL_KWARGS = ("modalities", "audio")
@@ -74,9 +64,9 @@ class OpenAIResponseParameters:
     temperature: float | None = attrs.field(default=None, validator=in_range(0, 2))
 
 
-def _drop_none(value: Any) -> Any:
+def _drop_none(value: JSONValue) -> JSONValue:
     """A deep copy of a JSON value without ``null`` object members (pydantic's
-    ``exclude_none`` dump of the reference)."""
+    ``exclude_none`` dump, as AgentScope keeps it)."""
     if isinstance(value, dict):
         return {k: _drop_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
@@ -84,16 +74,16 @@ def _drop_none(value: Any) -> Any:
     return value
 
 
-def _usage_of(response: dict[str, Any], elapsed: float) -> ChatUsage | None:
+def _usage_of(response: JSONObject, elapsed: float) -> ChatUsage | None:
     """The usage of a response object (``None`` when absent or empty)."""
     raw = response.get("usage")
     if raw is None:
         return None
-    raw = _object(raw, "'usage'")
+    raw = json_object(raw, "'usage'")
     return _usage(raw, elapsed) if raw else None
 
 
-def _usage(raw: dict[str, Any], elapsed: float) -> ChatUsage:
+def _usage(raw: JSONObject, elapsed: float) -> ChatUsage:
     details = raw.get("input_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return ChatUsage(
@@ -105,9 +95,9 @@ def _usage(raw: dict[str, Any], elapsed: float) -> ChatUsage:
     )
 
 
-def _finish_metadata(response: dict[str, Any]) -> dict[str, Any]:
+def _finish_metadata(response: JSONObject) -> JSONObject:
     """The upstream response id and why it stopped (``completed``, ``max_output_tokens``, ...)."""
-    metadata: dict[str, Any] = {}
+    metadata: JSONObject = {}
     if isinstance(response.get("id"), str):
         metadata["response_id"] = response["id"]
     details = response.get("incomplete_details")
@@ -117,9 +107,9 @@ def _finish_metadata(response: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def _error_from_event(payload: dict[str, Any], *, redact: _Redact) -> ModelUpstreamError:
+def _error_from_event(payload: JSONObject, *, redact: Redact) -> ModelUpstreamError:
     """The error for a ``response.failed`` or ``error`` stream event (not retryable, as the
-    reference's ``openai.APIError``)."""
+    OpenAI SDK's ``openai.APIError``)."""
     if payload.get("type") == "response.failed":
         response = payload.get("response")
         error = response.get("error") if isinstance(response, dict) else None
@@ -146,13 +136,13 @@ class OpenAIResponseStreamParser:
     gets one thinking block per summary part (``reasoning_summary_text``) and per raw
     reasoning part (``reasoning_text``); a message item one text block per content part; a
     function call is keyed by its ``call_id`` (which becomes the tool-call block id).  Every
-    chunk carries one locally generated response id (the reference's behaviour); the upstream
+    chunk carries one locally generated response id (as AgentScope does); the upstream
     ``resp_...`` id is kept in the final chunk's ``metadata["response_id"]``.
 
     An event of the wrong shape (a ``delta`` that is not a string, an index that is not a
     number, an ``item``, ``response`` or ``usage`` that is not an object, ``output`` not a
     list of objects, ...) raises ``ValueError`` (or, for a shape not checked, another of
-    ``_MALFORMED``); the model turns it into a
+    ``MALFORMED``); the model turns it into a
     :class:`~trioagent.exception.ModelStreamError` naming the model.
     """
 
@@ -169,7 +159,7 @@ class OpenAIResponseStreamParser:
         #: Whether the terminal event (``response.completed`` / ``.incomplete``) was seen.
         self.done = False
 
-    def parse(self, payload: dict[str, Any], *, redact: _Redact) -> ChatResponse | None:
+    def parse(self, payload: JSONObject, *, redact: Redact) -> ChatResponse | None:
         """The delta for one event (``None`` when it carries nothing).
 
         Raises:
@@ -184,19 +174,19 @@ class OpenAIResponseStreamParser:
             case "response.reasoning_text.delta":
                 return self._thinking(payload, "content_index")
             case "response.output_text.delta" | "response.refusal.delta":
-                delta = _text(payload.get("delta"), "'delta'")
+                delta = json_text(payload.get("delta"), "'delta'")
                 if not delta:
                     return None
                 key = (str(payload.get("item_id") or ""), int(payload.get("content_index") or 0))
                 block_id = self.text_ids.setdefault(key, generate_id())
                 return self._delta([TextBlock(text=delta, id=block_id)])
             case "response.output_item.added":
-                item = _object(payload.get("item") or {}, "'item'")
+                item = json_object(payload.get("item") or {}, "'item'")
                 if item.get("type") == "function_call":
                     self._remember_call(item)
                 return None
             case "response.function_call_arguments.delta":
-                delta = _text(payload.get("delta"), "'delta'")
+                delta = json_text(payload.get("delta"), "'delta'")
                 call = self.calls.get(str(payload.get("item_id")))
                 if call is None or not delta:
                     return None
@@ -212,11 +202,11 @@ class OpenAIResponseStreamParser:
                 return self._delta([ToolCallBlock(id=call[0], name=call[1], input=arguments)])
             case "response.completed" | "response.incomplete":
                 self.done = True
-                return self._finish(_object(payload.get("response") or {}, "'response'"))
+                return self._finish(json_object(payload.get("response") or {}, "'response'"))
         return None
 
-    def _thinking(self, payload: dict[str, Any], index_key: str) -> ChatResponse | None:
-        delta = _text(payload.get("delta"), "'delta'")
+    def _thinking(self, payload: JSONObject, index_key: str) -> ChatResponse | None:
+        delta = json_text(payload.get("delta"), "'delta'")
         if not delta:
             return None
         item_ids = self.thinking_ids.setdefault(str(payload.get("item_id") or ""), {})
@@ -224,21 +214,21 @@ class OpenAIResponseStreamParser:
         block_id = item_ids.setdefault(key, generate_id())
         return self._delta([ThinkingBlock(thinking=delta, id=block_id)])
 
-    def _remember_call(self, item: dict[str, Any]) -> None:
+    def _remember_call(self, item: JSONObject) -> None:
         item_id = str(item.get("id") or "")
         if item_id not in self.calls:
             call_id = item.get("call_id") or item_id or f"call_{generate_id()}"
-            name = _text(item.get("name"), "a function call's name") or "unknown"
+            name = json_text(item.get("name"), "a function call's name") or "unknown"
             self.calls[item_id] = (str(call_id), name)
 
-    def _finish(self, response: dict[str, Any]) -> ChatResponse:
+    def _finish(self, response: JSONObject) -> ChatResponse:
         """Usage, the reasoning-item extras on every thinking block of each reasoning item,
         and any function call whose arguments were never streamed."""
         if (usage := _usage_of(response, trio.current_time() - self.start)) is not None:
             self.usage = usage
         blocks: list[ResponseBlock] = []
-        for item in _list(response.get("output"), "'output'"):
-            item = _object(item, "an output item")
+        for item in json_list(response.get("output"), "'output'"):
+            item = json_object(item, "an output item")
             if item.get("type") == "reasoning" and item.get("id"):
                 item_id = str(item["id"])
                 extras = {"reasoning_item_id": item_id, "reasoning_item_raw": _drop_none(item)}
@@ -250,7 +240,7 @@ class OpenAIResponseStreamParser:
                     for block_id in ids.values()
                 )
             elif item.get("type") == "function_call":
-                # Not in the reference: a call whose arguments never arrived as events
+                # Beyond AgentScope: a call whose arguments never arrived as events
                 # would otherwise be lost.
                 item_id = str(item.get("id") or "")
                 self._remember_call(item)
@@ -262,7 +252,7 @@ class OpenAIResponseStreamParser:
         return self._delta(blocks, _finish_metadata(response))
 
     def _delta(
-        self, blocks: list[ResponseBlock], metadata: dict[str, Any] | None = None
+        self, blocks: list[ResponseBlock], metadata: JSONObject | None = None
     ) -> ChatResponse:
         return ChatResponse(
             content=blocks,
@@ -272,18 +262,18 @@ class OpenAIResponseStreamParser:
             metadata=metadata or {},
         )
 
-    def parse_response(self, body: dict[str, Any]) -> ChatResponse:
+    def parse_response(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (a body of the wrong shape raises
         as :meth:`parse`)."""
         blocks: list[ResponseBlock] = []
-        for item in _list(body.get("output"), "'output'"):
-            item = _object(item, "an output item")
+        for item in json_list(body.get("output"), "'output'"):
+            item = json_object(item, "an output item")
             match item.get("type"):
                 case "reasoning":
                     blocks.extend(_reasoning_blocks(item))
                 case "message":
-                    for part in _list(item.get("content"), "a message's 'content'"):
-                        part = _object(part, "a content part")
+                    for part in json_list(item.get("content"), "a message's 'content'"):
+                        part = json_object(part, "a content part")
                         if part.get("type") == "output_text":
                             blocks.append(TextBlock(text=str(part.get("text") or "")))
                         elif part.get("type") == "refusal":
@@ -308,17 +298,17 @@ class OpenAIResponseStreamParser:
         )
 
 
-def _reasoning_blocks(item: dict[str, Any]) -> list[ThinkingBlock]:
+def _reasoning_blocks(item: JSONObject) -> list[ThinkingBlock]:
     """One thinking block per summary text and per raw reasoning text of a reasoning item
     (one empty block when it has neither), each carrying the item for replay."""
     texts = [
         str(part.get("text") or "")
-        for part in _list(item.get("summary"), "a reasoning item's 'summary'")
+        for part in json_list(item.get("summary"), "a reasoning item's 'summary'")
         if isinstance(part, dict) and part.get("type") == "summary_text"
     ]
     texts += [
         str(part.get("text") or "")
-        for part in _list(item.get("content"), "a reasoning item's 'content'")
+        for part in json_list(item.get("content"), "a reasoning item's 'content'")
         if isinstance(part, dict) and part.get("type") == "reasoning_text"
     ]
     if not item.get("id"):
@@ -327,7 +317,7 @@ def _reasoning_blocks(item: dict[str, Any]) -> list[ThinkingBlock]:
     return [ThinkingBlock(thinking=t, extra=dict(extras)) for t in texts or [""]]
 
 
-class OpenAIResponseModel(ChatModelBase):
+class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponseParameters]):
     """The OpenAI Responses API (``POST /responses``).
 
     Tools are sent in the Responses shape (``{"type": "function", "name", "description",
@@ -335,53 +325,25 @@ class OpenAIResponseModel(ChatModelBase):
     ``{"type": "function", "name"}`` object for a tool name, or — when ``tool_choice.tools``
     restricts the tools — ``{"type": "allowed_tools", "mode", "tools"}``.
 
-    Args:
-        model: the model name (``"o4-mini"``).
-        credential: key, organization and base URL (default: ``OpenAICredential()``, which
-            reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_ORG_ID``).
-        parameters: generation parameters.
-        extra_body: extra top-level request keys (merged after the parameters).
-        context_size: the context window (default 200000).
-        formatter: default :class:`~trioagent.formatter.OpenAIResponseFormatter`.
-        **options: the other :class:`ChatModelBase` options (:class:`ChatModelOptions`).
+    Defaults: ``OpenAICredential()`` (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` /
+    ``OPENAI_ORG_ID``), :class:`OpenAIResponseParameters`, a context of 200000 tokens,
+    :class:`~trioagent.formatter.OpenAIResponseFormatter`.  The keywords:
+    :class:`~trioagent.model.ProviderChatModel`; ``extra_body`` is merged after the
+    parameters and a per-call ``extra_body`` replaces it.
     """
 
     type: ClassVar[str] = "openai_response"
-    Parameters: ClassVar[builtins.type[OpenAIResponseParameters]] = OpenAIResponseParameters
-    credential: OpenAICredential
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        credential: OpenAICredential | None = None,
-        parameters: OpenAIResponseParameters | None = None,
-        extra_body: dict[str, Any] | None = None,
-        context_size: int = 200000,
-        formatter: FormatterBase | None = None,
-        **options: Unpack[ChatModelOptions],
-    ) -> None:
-        super().__init__(
-            model,
-            credential=credential or OpenAICredential(),
-            context_size=context_size,
-            formatter=formatter or OpenAIResponseFormatter(),
-            **options,
-        )
-        self.parameters = parameters or OpenAIResponseParameters()
-        self.extra_body = dict(extra_body) if extra_body else None
-
-    # -- request -------------------------------------------------------------------------------
+    Parameters = OpenAIResponseParameters
+    default_credential = OpenAICredential
+    default_formatter = OpenAIResponseFormatter
+    default_context_size = 200000
+    endpoint = "/responses"
 
     def _headers(self, *, stream: bool) -> dict[str, str]:
-        return bearer_headers(
-            self.credential.get_api_key(),
-            stream=stream,
-            organization=self.credential.get_organization(),
-        )
+        return openai_headers(self.credential, stream=stream)
 
     @staticmethod
-    def _format_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    def _format_tools(tools: list[JSONObject] | None) -> list[JSONObject] | None:
         if not tools:
             return None
         formatted = []
@@ -394,7 +356,7 @@ class OpenAIResponseModel(ChatModelBase):
         return formatted
 
     @staticmethod
-    def _format_tool_choice(tool_choice: ToolChoice) -> str | dict[str, Any]:
+    def _format_tool_choice(tool_choice: ToolChoice) -> str | JSONObject:
         if tool_choice.mode not in _LITERAL_MODES:
             return {"type": "function", "name": tool_choice.mode}
         if tool_choice.tools:
@@ -408,25 +370,25 @@ class OpenAIResponseModel(ChatModelBase):
     async def _build_body(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        formatter = self.formatter or OpenAIResponseFormatter()
-        body: dict[str, Any] = {
-            "model": self.model,
-            "input": await formatter.format(messages, http_client=self.http_client),
-            "stream": stream,
-        }
+    ) -> JSONObject:
         p = self.parameters
-        if p.max_tokens is not None:
-            body["max_output_tokens"] = p.max_tokens
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.thinking_enable and p.reasoning_effort:
-            body["reasoning"] = {"effort": p.reasoning_effort}
-        extra_body, call_kwargs = self._body_overrides(self.extra_body)
+        body: JSONObject = {
+            "model": self.model,
+            "input": await self._format(messages),
+            "stream": stream,
+            **present(
+                max_output_tokens=p.max_tokens,
+                temperature=p.temperature,
+                reasoning={"effort": p.reasoning_effort}
+                if p.thinking_enable and p.reasoning_effort
+                else None,
+            ),
+        }
+        extra_body, call_kwargs = self._body_overrides()
         for key in _DROPPED_CALL_KWARGS:
             call_kwargs.pop(key, None)
         body.update(extra_body)
@@ -437,25 +399,16 @@ class OpenAIResponseModel(ChatModelBase):
             body["tool_choice"] = self._format_tool_choice(tool_choice)
         return body
 
-    def _request(self, body: dict[str, Any], *, stream: bool) -> httpx.Request:
-        return self.http_client.build_request(
-            "POST",
-            f"{self.credential.get_base_url()}/responses",
-            json=body,
-            headers=self._headers(stream=stream),
-        )
-
     # -- hooks ---------------------------------------------------------------------------------
 
     async def _stream_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
         send: trio.MemorySendChannel[ChatResponse],
     ) -> None:
-        body = await self._build_body(messages, tools, tool_choice, stream=True)
-        request = self._request(body, stream=True)
+        request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OpenAIResponseStreamParser(trio.current_time())
 
         async def handle(event: ServerSentEvent) -> bool:
@@ -465,13 +418,13 @@ class OpenAIResponseModel(ChatModelBase):
             payload = parse_event(data, model=self.model, unit="event", redact=self._redact)
             if "type" not in payload and event.event != "message":
                 payload["type"] = event.event
-            try:
-                delta = parser.parse(payload, redact=self._redact)
-            except _MALFORMED as exc:
-                # From None: the parser's exception may quote the event unredacted.
-                raise ModelStreamError(
-                    _malformed("event", self.model, data, exc, self._redact)
-                ) from None
+            delta = parse_stream_unit(
+                lambda: parser.parse(payload, redact=self._redact),
+                unit="event",
+                model=self.model,
+                text=data,
+                redact=self._redact,
+            )
             if delta is not None:
                 await send.send(delta)
             return parser.done
@@ -483,11 +436,10 @@ class OpenAIResponseModel(ChatModelBase):
     async def _call_api(
         self,
         messages: list[Msg],
-        tools: list[dict[str, Any]] | None,
+        tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
     ) -> ChatResponse:
-        body = await self._build_body(messages, tools, tool_choice, stream=False)
-        request = self._request(body, stream=False)
+        request = await self._prepare(messages, tools, tool_choice, stream=False)
         parser = OpenAIResponseStreamParser(trio.current_time())
         response = await send_request(self.http_client, request, stream=False, redact=self._redact)
         payload = response_json(response, model=self.model, redact=self._redact)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 import attrs
 
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
 from ..message._blocks import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason
 
@@ -28,7 +29,7 @@ class ChatUsage:
     time: float = 0.0
     cache_creation_input_tokens: int | None = 0
     cache_input_tokens: int | None = 0
-    metadata: dict[str, Any] | None = None
+    metadata: JSONObject | None = None
 
 
 @attrs.define(kw_only=True)
@@ -51,4 +52,4 @@ class ChatResponse:
     finished_reason: FinishedReason = attrs.field(
         default=FinishedReason.COMPLETED, converter=FinishedReason
     )
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)

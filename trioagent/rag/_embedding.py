@@ -1,5 +1,4 @@
-"""``EmbeddingModelBase``: batching, concurrency, retries and caching for embedding models
-(reference/model.md §6, tools_middleware.md §9).
+"""``EmbeddingModelBase``: batching, concurrency, retries and caching for embedding models.
 
 A provider implements one hook, :meth:`EmbeddingModelBase._call_api`, which embeds one batch.
 The base class does the rest::
@@ -30,13 +29,16 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Literal, Self, TypeAlias
+from typing import ClassVar, Literal, Self, TypeAlias
 
 import attrs
 import trio
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject, JSONValue
+from .._http import backoff_delay
+from ..credential import CredentialBase
 from ..exception import ModelError, ModelTimeoutError, ModelUpstreamError
 from ..message import Base64Source, DataBlock, TextBlock
 
@@ -86,16 +88,16 @@ class EmbeddingCacheBase:
     names the model, its settings and the batch's inputs)."""
 
     async def store(
-        self, embeddings: list[list[float]], identifier: Any, overwrite: bool = False
+        self, embeddings: list[list[float]], identifier: JSONValue, overwrite: bool = False
     ) -> None:
         """Remember ``embeddings`` under ``identifier`` (kept unless ``overwrite``)."""
         raise NotImplementedError
 
-    async def retrieve(self, identifier: Any) -> list[list[float]] | None:
+    async def retrieve(self, identifier: JSONValue) -> list[list[float]] | None:
         """The vectors stored under ``identifier``, or ``None``."""
         raise NotImplementedError
 
-    async def remove(self, identifier: Any) -> None:
+    async def remove(self, identifier: JSONValue) -> None:
         """Forget ``identifier``."""
         raise NotImplementedError
 
@@ -104,7 +106,7 @@ class EmbeddingCacheBase:
         raise NotImplementedError
 
 
-def _cache_key(identifier: Any) -> str:
+def _cache_key(identifier: JSONValue) -> str:
     return json.dumps(identifier, sort_keys=True, ensure_ascii=False, default=str)
 
 
@@ -122,7 +124,7 @@ class InMemoryEmbeddingCache(EmbeddingCacheBase):
         return len(self._entries)
 
     async def store(
-        self, embeddings: list[list[float]], identifier: Any, overwrite: bool = False
+        self, embeddings: list[list[float]], identifier: JSONValue, overwrite: bool = False
     ) -> None:
         await trio.lowlevel.checkpoint()
         key = _cache_key(identifier)
@@ -134,7 +136,7 @@ class InMemoryEmbeddingCache(EmbeddingCacheBase):
         while self.max_entries is not None and len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
-    async def retrieve(self, identifier: Any) -> list[list[float]] | None:
+    async def retrieve(self, identifier: JSONValue) -> list[list[float]] | None:
         await trio.lowlevel.checkpoint()
         key = _cache_key(identifier)
         found = self._entries.get(key)
@@ -143,7 +145,7 @@ class InMemoryEmbeddingCache(EmbeddingCacheBase):
         self._entries.move_to_end(key)
         return [list(v) for v in found]
 
-    async def remove(self, identifier: Any) -> None:
+    async def remove(self, identifier: JSONValue) -> None:
         await trio.lowlevel.checkpoint()
         self._entries.pop(_cache_key(identifier), None)
 
@@ -152,7 +154,7 @@ class InMemoryEmbeddingCache(EmbeddingCacheBase):
         self._entries.clear()
 
 
-def _identify(item: BatchItem) -> Any:
+def _identify(item: BatchItem) -> JSONValue:
     """A JSON-able identity of one input (a data block by its source, not its block id)."""
     if isinstance(item, str):
         return item
@@ -193,8 +195,8 @@ class EmbeddingModelBase:
         model: str,
         *,
         dimensions: int | None = None,
-        credential: Any = None,
-        parameters: Mapping[str, Any] | None = None,
+        credential: CredentialBase | None = None,
+        parameters: Mapping[str, JSONValue] | None = None,
         context_size: int = 8191,
         batch_size: int = 2048,
         max_retries: int = 3,
@@ -225,7 +227,7 @@ class EmbeddingModelBase:
         self.model = model
         self.dimensions: int = dimensions
         self.credential = credential
-        self.parameters: dict[str, Any] = params
+        self.parameters: JSONObject = params
         self.context_size = context_size
         self.batch_size = batch_size
         self.max_retries = max_retries
@@ -256,7 +258,7 @@ class EmbeddingModelBase:
 
     # -- provider hooks ---------------------------------------------------------------------------
 
-    async def _call_api(self, batch: list[BatchItem], **kwargs: Any) -> EmbeddingResponse:
+    async def _call_api(self, batch: list[BatchItem], **kwargs: JSONValue) -> EmbeddingResponse:
         """Embed one batch (``len(batch) <= batch_size``; text as ``str``) and return one
         vector per item, in order."""
         raise NotImplementedError(f"{type(self).__name__} does not implement _call_api")
@@ -266,12 +268,13 @@ class EmbeddingModelBase:
         return isinstance(exc, ModelError) and exc.retryable
 
     def _redact(self, text: str) -> str:
-        redact = getattr(self.credential, "redact", None)
-        return redact(text) if callable(redact) else text
+        return self.credential.redact(text) if self.credential is not None else text
 
     # -- the call ---------------------------------------------------------------------------------
 
-    async def __call__(self, inputs: Sequence[EmbeddingInput], **kwargs: Any) -> EmbeddingResponse:
+    async def __call__(
+        self, inputs: Sequence[EmbeddingInput], **kwargs: JSONValue
+    ) -> EmbeddingResponse:
         """Embed ``inputs``; one vector per input, in input order.
 
         ``kwargs`` are extra request keys for this call (passed to :meth:`_call_api`).
@@ -297,7 +300,7 @@ class EmbeddingModelBase:
                 retryable=False,
             ) from None
 
-    def _normalize(self, item: Any) -> BatchItem:
+    def _normalize(self, item: object) -> BatchItem:
         if isinstance(item, str):
             return item
         if isinstance(item, TextBlock):
@@ -313,7 +316,7 @@ class EmbeddingModelBase:
             f"embedding inputs must be str, TextBlock or DataBlock, got {type(item).__name__}"
         )
 
-    async def _embed(self, items: list[BatchItem], kwargs: dict[str, Any]) -> EmbeddingResponse:
+    async def _embed(self, items: list[BatchItem], kwargs: JSONObject) -> EmbeddingResponse:
         batches = [items[i : i + self.batch_size] for i in range(0, len(items), self.batch_size)]
         if len(batches) == 1:
             return await self._call_batch(batches[0], kwargs)
@@ -340,7 +343,7 @@ class EmbeddingModelBase:
         done = [r for r in results if r is not None]
         return _merge(done)
 
-    def _cache_identifier(self, batch: list[BatchItem], kwargs: dict[str, Any]) -> Any:
+    def _cache_identifier(self, batch: list[BatchItem], kwargs: JSONObject) -> JSONValue:
         return {
             "model": self.model,
             "dimensions": self.dimensions,
@@ -349,9 +352,7 @@ class EmbeddingModelBase:
             "inputs": [_identify(item) for item in batch],
         }
 
-    async def _call_batch(
-        self, batch: list[BatchItem], kwargs: dict[str, Any]
-    ) -> EmbeddingResponse:
+    async def _call_batch(self, batch: list[BatchItem], kwargs: JSONObject) -> EmbeddingResponse:
         """One batch: the cache, then the provider with retries."""
         identifier = None
         if self.cache is not None:
@@ -394,10 +395,15 @@ class EmbeddingModelBase:
         return response
 
     def _retry_delay_for(self, exc: Exception) -> float:
-        retry_after = getattr(exc, "retry_after", None)
-        if isinstance(retry_after, int | float):
-            return max(0.0, min(float(retry_after), self.max_retry_delay))
-        return min(self.retry_delay, self.max_retry_delay)
+        """``retry_delay``, or the provider's ``Retry-After``; capped at ``max_retry_delay``."""
+        retry_after = exc.retry_after if isinstance(exc, ModelError) else None
+        return backoff_delay(
+            0,
+            retry_delay=self.retry_delay,
+            max_retry_delay=self.max_retry_delay,
+            retry_after=retry_after,
+            exponential=False,
+        )
 
 
 def _merge(responses: list[EmbeddingResponse]) -> EmbeddingResponse:

@@ -13,15 +13,16 @@ import base64
 import binascii
 import struct
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 import trio
 
 from .._core.ids import generate_id
+from .._core.json_types import JSONObject, JSONValue
+from .._http import HTTPClientOwner, send_request
 from ..credential import OpenAICredential
 from ..exception import ModelUpstreamError
-from ..model._http import HTTPClientOwner, send_request
 from ._embedding import (
     BatchItem,
     EmbeddingCacheBase,
@@ -64,7 +65,7 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         dimensions: int | None = None,
         credential: OpenAICredential | None = None,
         pass_dimensions: bool = True,
-        parameters: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, JSONValue] | None = None,
         context_size: int = 8191,
         batch_size: int = 2048,
         max_retries: int = 3,
@@ -97,9 +98,9 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         self.connect_timeout = connect_timeout
         self._set_http_client(http_client)
 
-    def build_body(self, batch: list[str], **kwargs: Any) -> dict[str, Any]:
+    def build_body(self, batch: list[str], **kwargs: JSONValue) -> JSONObject:
         """The request body for one batch (public for inspection)."""
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "model": self.model,
             "input": batch,
             "encoding_format": "float",
@@ -110,7 +111,7 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         body.update(kwargs)
         return body
 
-    async def _call_api(self, batch: list[BatchItem], **kwargs: Any) -> EmbeddingResponse:
+    async def _call_api(self, batch: list[BatchItem], **kwargs: JSONValue) -> EmbeddingResponse:
         texts = [item for item in batch if isinstance(item, str)]
         if len(texts) != len(batch):  # pragma: no cover - the base rejects DataBlocks
             raise ValueError("OpenAIEmbeddingModel embeds text only")
@@ -138,7 +139,9 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         return parse_embeddings(payload, len(texts), model=self.model, elapsed=elapsed)
 
 
-def parse_embeddings(payload: Any, count: int, *, model: str, elapsed: float) -> EmbeddingResponse:
+def parse_embeddings(
+    payload: JSONValue, count: int, *, model: str, elapsed: float
+) -> EmbeddingResponse:
     """Turn an OpenAI embeddings answer into an :class:`EmbeddingResponse` of ``count``
     vectors.
 
@@ -175,7 +178,7 @@ def parse_embeddings(payload: Any, count: int, *, model: str, elapsed: float) ->
     )
 
 
-def _vector(value: Any) -> list[float] | None:
+def _vector(value: JSONValue) -> list[float] | None:
     if isinstance(value, list) and all(
         isinstance(x, int | float) and not isinstance(x, bool) for x in value
     ):

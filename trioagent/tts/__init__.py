@@ -1,4 +1,4 @@
-"""Text-to-speech models (reference/model.md §6), used by
+"""Text-to-speech models, used by
 :class:`~trioagent.middleware.TTSMiddleware`.
 
 * :class:`TTSModelBase` — standard mode (``synthesize(text)``) and realtime mode

@@ -1,4 +1,4 @@
-"""``TTSModelBase``: text to speech, in standard and realtime mode (reference/model.md §6).
+"""``TTSModelBase``: text to speech, in standard and realtime mode.
 
 Standard mode (``realtime = False``) turns one whole text into audio::
 
@@ -35,7 +35,9 @@ import attrs
 import trio
 
 from .._core.concurrency import reraise_unwrapped
+from .._core.emit import Emit
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
 from ..exception import ModelError
 from ..message import Base64Source, DataBlock, URLSource
 from ..types import ErrorType
@@ -80,7 +82,7 @@ class TTSResponse:
     id: str = attrs.field(factory=generate_id)
     created_at: str = attrs.field(factory=generate_timestamp)
     usage: TTSUsage | None = None
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
     is_last: bool = True
 
     @classmethod
@@ -116,7 +118,7 @@ class TTSResponse:
 
 
 #: The callback audio chunks are passed to.
-TTSEmit: TypeAlias = Callable[[TTSResponse], Awaitable[None]]
+TTSEmit: TypeAlias = Emit[TTSResponse]
 
 
 class TTSSession:
@@ -145,7 +147,7 @@ class TTSSession:
 
     async def flush(self, emit: TTSEmit) -> None:
         """The text pushed so far is complete: wait for the rest of its audio and emit it.
-        (The reference's ``synthesize()`` with no text.)"""
+        (AgentScope's ``synthesize()`` with no text.)"""
         raise NotImplementedError(f"{type(self).__name__} does not implement flush")
 
 

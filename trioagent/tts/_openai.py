@@ -8,22 +8,22 @@ cancelled synthesis closes its connection.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Literal, cast
+from collections.abc import Mapping
+from typing import ClassVar, Literal
 
 import httpx
 import trio
 
-from ..credential import OpenAICredential
-from ..exception import ModelTimeoutError
-from ..model._http import (
-    CLOSE_GRACE,
+from .._core.json_types import JSONObject, JSONValue
+from .._http import (
     HTTPClientOwner,
     aclose_response,
     error_from_transport,
+    read_bytes,
     send_request,
 )
+from ..credential import OpenAICredential
+from ..exception import ModelTimeoutError
 from ._base import TTSEmit, TTSModelBase, TTSResponse
 
 __all__ = ["OpenAITTSModel"]
@@ -72,7 +72,7 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         response_format: ResponseFormat = "wav",
         speed: float | None = None,
         instructions: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, JSONValue] | None = None,
         stream: bool = True,
         http_client: httpx.AsyncClient | None = None,
         timeout: float | None = None,
@@ -104,9 +104,9 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         """The media type of the audio this model produces."""
         return MEDIA_TYPES[self.response_format]
 
-    def build_body(self, text: str) -> dict[str, Any]:
+    def build_body(self, text: str) -> JSONObject:
         """The request body for ``text``."""
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "model": self.model,
             "input": text,
             "voice": self.voice,
@@ -145,7 +145,7 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
 
         try:
             if self.stream:
-                await read_body(response, handle)
+                await read_bytes(response, handle)
             else:
                 try:
                     body = await response.aread()
@@ -154,34 +154,3 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
                 await handle(body)
         finally:
             await aclose_response(response)
-
-
-async def read_body(response: httpx.Response, handle: Callable[[bytes], Awaitable[None]]) -> None:
-    """Feed the body's pieces to ``handle`` as they arrive.
-
-    A connection cut mid-body raises :class:`~trioagent.exception.ModelStreamError`; if
-    ``handle`` raises (or the call is cancelled) the response is closed and its iterators
-    finished, in this task, before the exception propagates.
-    """
-    # httpx types aiter_bytes() as an AsyncIterator; it is an async generator.
-    pieces = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-    async with contextlib.aclosing(pieces):
-        try:
-            async for piece in pieces:
-                await handle(piece)
-        except httpx.TransportError as exc:
-            raise error_from_transport(exc, phase="body") from exc
-        except BaseException:
-            await _discard_rest(response, pieces)
-            raise
-
-
-async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[bytes, None]) -> None:
-    """Close the response, then run its iterator to the end (so httpx's nested async
-    generators finish here, in the task that owns the call, not in the garbage collector)."""
-    # Shielded: also runs when the call is being cancelled; deadline: CLOSE_GRACE seconds.
-    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
-        await response.aclose()
-        with contextlib.suppress(Exception):
-            async for _ in pieces:
-                pass

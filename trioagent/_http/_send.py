@@ -1,0 +1,151 @@
+"""Sending a request: a 2xx response or a typed error, and closing a response safely.
+
+:func:`send_request` never follows a redirect and reads an error response's body for the
+provider's message; :func:`aclose_response` closes a response in a shielded, bounded scope, so
+a cancelled call's connection is closed — never returned to the pool half-read;
+:func:`response_json` checks a non-streamed body.
+"""
+
+from __future__ import annotations
+
+import httpx
+import trio
+
+from .._core.json_types import JSONObject, JSONValue
+from ..exception import ModelUpstreamError
+from ._errors import (
+    ErrorMapper,
+    Redact,
+    error_from_redirect,
+    error_from_response,
+    error_from_transport,
+    excerpt,
+    identity,
+    safe_url,
+)
+
+__all__ = ["CLOSE_GRACE", "RequestBody", "aclose_response", "response_json", "send_request"]
+
+#: Seconds a shielded response close may take (a plain TCP close is immediate).
+CLOSE_GRACE = 5.0
+
+
+async def aclose_response(response: httpx.Response) -> None:
+    """Close ``response`` even inside a cancelled scope.
+
+    An unfinished body makes httpcore close the connection instead of pooling it.
+    """
+    # Shielded so a cancelled call still closes its connection; deadline: CLOSE_GRACE seconds
+    # (closing plain TCP is immediate, a TLS close_notify must not hang the caller).
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
+        await response.aclose()
+
+
+class RequestBody(httpx.AsyncByteStream):
+    """A request body iterated by a plain iterator object instead of an async generator.
+
+    httpx's own ``ByteStream`` yields from an async generator; when a send is cancelled in
+    the middle of the body, httpcore abandons it and trio reports the unfinished generator
+    (a ``ResourceWarning``).  Nothing here needs finalizing.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __aiter__(self) -> _OneChunk:
+        return _OneChunk(self._data)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _OneChunk:
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def __aiter__(self) -> _OneChunk:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._data is None:
+            raise StopAsyncIteration
+        data, self._data = self._data, None
+        return data
+
+
+async def send_request(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    stream: bool,
+    redact: Redact = identity,
+    error: ErrorMapper = error_from_response,
+) -> httpx.Response:
+    """Send ``request``; return a 2xx response or raise the typed error.
+
+    With ``stream=True`` the body is left unread: the caller must finish with
+    :func:`aclose_response`.  An error response's body is read (for the provider's message)
+    and the response closed; ``error`` maps it to the exception raised (a provider with its
+    own error bodies passes its mapping).  A 3xx is never followed, even by a client made
+    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.
+    """
+    url = safe_url(request.url)
+    if isinstance(request.stream, httpx.ByteStream):
+        request.stream = RequestBody(request.content)
+    try:
+        # Always streamed: the body is read here, so a failure while reading it is told apart
+        # from one before the response (which is always safe to retry).
+        response = await client.send(request, stream=True, follow_redirects=False)
+    except httpx.TransportError as exc:
+        raise error_from_transport(exc, phase="request", url=url) from exc
+    if response.status_code < 300:
+        if not stream:
+            try:
+                await response.aread()
+            except httpx.TransportError as exc:
+                raise error_from_transport(exc, phase="body", url=url) from exc
+            finally:
+                await aclose_response(response)
+        return response
+    try:
+        body = await response.aread()
+    except httpx.TransportError:
+        body = b""
+    finally:
+        await aclose_response(response)
+    if response.status_code < 400:
+        raise error_from_redirect(
+            response.status_code, request.url, response.headers, redact=redact
+        )
+    raise error(response.status_code, response.headers, body, redact=redact)
+
+
+def response_json(
+    response: httpx.Response,
+    *,
+    model: str,
+    retryable: bool | None = None,
+    redact: Redact = identity,
+) -> JSONObject:
+    """The JSON object of a non-streaming response.
+
+    The body quoted in an error is passed through ``redact`` (as
+    :func:`~trioagent._http.parse_event`).
+
+    Raises:
+        ModelUpstreamError: the body is not JSON, or not a JSON object (``retryable``:
+            ``None`` for the error class's default).
+    """
+    try:
+        payload: JSONValue = response.json()
+    except ValueError as exc:
+        raise ModelUpstreamError(
+            f"the response of {model!r} is not JSON: {excerpt(response.text, redact)}",
+            retryable=retryable,
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ModelUpstreamError(
+            f"unexpected response of {model!r}: {redact(repr(payload))[:200]}",
+            retryable=retryable,
+        )
+    return payload
