@@ -43,6 +43,7 @@ import trio
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
+from .._version import __version__
 from ..event import (
     ExternalExecutionResultEvent,
     ModelCallEndEvent,
@@ -54,8 +55,7 @@ from ..event import (
     UserConfirmResultEvent,
 )
 from ..message import Msg, ToolCallBlock, ToolResultBlock
-from ..model._base import ChatModelBase
-from ..model._response import ChatResponse
+from ..model import ChatModelBase, ChatResponse
 from ..serialization import unstructure
 from ..tool import ToolResponse
 from ..types import FinishedReason, ReplyFinishedReason
@@ -94,12 +94,6 @@ def _is_cancellation(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_is_cancellation(e) for e in exc.exceptions)
     return False
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 class TracingMiddleware(MiddlewareBase):
@@ -149,7 +143,7 @@ class TracingMiddleware(MiddlewareBase):
         cached = self._cached
         if cached is not None and cached[0] is provider:
             return cached[1]
-        tracer = provider.get_tracer(TRACER_NAME, _version())
+        tracer = provider.get_tracer(TRACER_NAME, __version__)
         self._cached = (provider, tracer)
         return tracer
 
