@@ -9,8 +9,8 @@ chat model pick the files useful for a query and returns their contents as one h
 from __future__ import annotations
 
 import datetime
-import re
 import logging
+import re
 import time
 
 import attrs
