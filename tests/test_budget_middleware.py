@@ -1,4 +1,7 @@
-"""ReplyBudgetControlMiddleware (tools_middleware.md §8.1; agent.md §7.5 middle_context)."""
+"""ReplyBudgetControlMiddleware: the weighted token budget of a reply, its wrap-up hint and
+``tool_choice="none"``, its bookkeeping in ``middle_context``; and the edge cases (limits at
+the boundaries, models without usage, interruptions in the wrap-up step, a budget shared by
+concurrent agents, a cancel sweep)."""
 
 from __future__ import annotations
 

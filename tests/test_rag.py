@@ -1,6 +1,8 @@
 """trioagent.rag: the embedding base (batching, concurrency, retries, cache), the OpenAI
 embedding model over a loopback ``/v1/embeddings`` route, the in-memory vector store, the text
-splitter and the knowledge base (tools_middleware.md §9, model.md §6)."""
+splitter and the knowledge base; and their edge cases (chunk boundaries and multi-byte
+characters, store ties and dimension mismatches, zero and NaN vectors, HTTP errors, short or
+shuffled embedding answers, a cancelled multi-batch call)."""
 
 from __future__ import annotations
 

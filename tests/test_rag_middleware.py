@@ -1,8 +1,8 @@
-"""RAGMiddleware (trioagent/middleware/_rag.py): the reference scenarios of
-tools_middleware.md §8.5 (in-memory store instead of Qdrant, a stub embedding model with fixed
-vectors), the rerank, and the Trio guarantees: per-reply state (one instance, many agents),
-cancellation during the static search, checkpoint sweeps, and an agentic reply through the
-agent loop."""
+"""RAGMiddleware: static and agentic mode over an in-memory store and a stub embedding model
+with fixed vectors, the rerank, and the Trio guarantees: per-reply state (one instance, many
+agents), cancellation during the static search, checkpoint sweeps, and an agentic reply
+through the agent loop; and the edge cases (a failing knowledge base, hints merged across
+bases, a cancel sweep over a multi-batch static search)."""
 
 from __future__ import annotations
 

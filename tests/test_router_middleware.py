@@ -1,6 +1,8 @@
 """ModelRouterMiddleware (trioagent/middleware/_router.py): one routing per reply, the
 choice kept across park/resume (and a JSON round trip), the agent's own model restored
-afterwards, and the fallback to it on any router failure (tools_middleware.md §8.4)."""
+afterwards, and the fallback to it on any router failure; and the edge cases (odd or hanging
+classifiers, a router shared by concurrent agents, interruptions while routing, cancel
+sweeps)."""
 
 from __future__ import annotations
 

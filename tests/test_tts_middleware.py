@@ -1,7 +1,7 @@
-"""TTSMiddleware (trioagent/middleware/_tts.py): the standard and realtime event orders of the
-seed, base64 audio deltas correlated to the text block, cancellation during synthesis, a
-failing speech model, and a cancel sweep of TTS + ModelRouter stacked
-(tools_middleware.md §8.3)."""
+"""TTSMiddleware: the standard and realtime event orders, base64 audio deltas correlated to
+the text block, cancellation during synthesis, a failing speech model, and a cancel sweep of
+TTS + ModelRouter stacked; and the edge cases (speech models failing mid stream or hanging up,
+long and silent texts, realtime sessions across text blocks)."""
 
 from __future__ import annotations
 
