@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO
 
 import attrs
 import httpx
@@ -92,7 +92,7 @@ async def get_time() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
