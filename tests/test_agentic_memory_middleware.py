@@ -618,25 +618,28 @@ async def test_interrupt_during_retrieval_ends_the_reply_once(tmp_path: Path) ->
 
 
 class MemBackend:
-    """An in-memory backend (posix paths) that checkpoints on every call."""
+    """An in-memory posix backend that checkpoints on every call (no threads: safe with the
+    autojump clock) and records every path it reads.  ``absolute`` lists absolute paths."""
 
     def __init__(
         self, files: dict[str, tuple[bytes, float | None]], *, absolute: bool = False
     ) -> None:
         self.files = dict(files)
         self.absolute = absolute
+        self.reads: list[str] = []
 
     async def file_exists(self, path: str) -> bool:
         await trio.lowlevel.checkpoint()
-        return path in self.files
+        return posixpath.normpath(path) in self.files
 
     async def read_file(self, path: str) -> bytes:
         await trio.lowlevel.checkpoint()
-        return self.files[path][0]
+        self.reads.append(path)
+        return self.files[posixpath.normpath(path)][0]
 
     async def write_file(self, path: str, data: bytes) -> None:
         await trio.lowlevel.checkpoint()
-        self.files[path] = (data, time.time())
+        self.files[posixpath.normpath(path)] = (data, time.time())
 
     async def list_dir(self, path: str, recursive: bool = False) -> list[str]:
         await trio.lowlevel.checkpoint()
@@ -647,7 +650,7 @@ class MemBackend:
 
     async def stat_mtime(self, path: str) -> float | None:
         await trio.lowlevel.checkpoint()
-        return self.files[path][1]
+        return self.files[posixpath.normpath(path)][1]
 
     def join_path(self, *parts: str) -> str:
         return posixpath.join(*parts)
@@ -734,45 +737,6 @@ class RecordingLocal(LocalBackend):
     async def read_file(self, path: str) -> bytes:
         self.reads.append(path)
         return await super().read_file(path)
-
-
-class PosixMemBackend:
-    """An in-memory posix backend (no threads: safe with the autojump clock)."""
-
-    def __init__(self, files: dict[str, tuple[bytes, float | None]]) -> None:
-        self.files = dict(files)
-        self.reads: list[str] = []
-
-    async def file_exists(self, path: str) -> bool:
-        await trio.lowlevel.checkpoint()
-        return posixpath.normpath(path) in self.files
-
-    async def read_file(self, path: str) -> bytes:
-        await trio.lowlevel.checkpoint()
-        self.reads.append(path)
-        return self.files[posixpath.normpath(path)][0]
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await trio.lowlevel.checkpoint()
-        self.files[posixpath.normpath(path)] = (data, time.time())
-
-    async def list_dir(self, path: str, recursive: bool = False) -> list[str]:
-        await trio.lowlevel.checkpoint()
-        prefix = path.rstrip("/") + "/"
-        return sorted(p[len(prefix) :] for p in self.files if p.startswith(prefix))
-
-    async def stat_mtime(self, path: str) -> float | None:
-        await trio.lowlevel.checkpoint()
-        return self.files[posixpath.normpath(path)][1]
-
-    def join_path(self, *parts: str) -> str:
-        return posixpath.join(*parts)
-
-    def normpath(self, path: str) -> str:
-        return posixpath.normpath(path)
-
-    def isabs(self, path: str) -> bool:
-        return posixpath.isabs(path)
 
 
 def middleware(
@@ -862,7 +826,7 @@ async def test_a_file_deleted_after_the_listing_is_skipped(tmp_path: Path) -> No
 
 
 async def test_a_file_vanishing_during_the_listing_is_left_out() -> None:
-    class Vanishing(PosixMemBackend):
+    class Vanishing(MemBackend):
         async def stat_mtime(self, path: str) -> float | None:
             if path.endswith("gone.md"):
                 raise FileNotFoundError(path)
@@ -974,7 +938,7 @@ async def test_retrieval_running_when_the_reply_parks_is_cancelled_and_not_resta
             state["cancelled"] += 1
         raise AssertionError("unreachable")
 
-    backend = PosixMemBackend({"/w/Memory/user_profile.md": (SHORT_PROFILE.encode(), time.time())})
+    backend = MemBackend({"/w/Memory/user_profile.md": (SHORT_PROFILE.encode(), time.time())})
     mw, retrieval_model = middleware("/w", [stuck], backend=backend)
     toolkit = Toolkit()
 
@@ -1005,7 +969,7 @@ async def test_retrieval_running_when_the_reply_parks_is_cancelled_and_not_resta
 async def test_back_to_back_replies_get_no_stale_hint(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    backend = PosixMemBackend(
+    backend = MemBackend(
         {
             "/w/Memory/first.md": (b"FIRST MEMORY", time.time()),
             "/w/Memory/second.md": (b"SECOND MEMORY", time.time()),
@@ -1036,7 +1000,7 @@ async def test_back_to_back_replies_get_no_stale_hint(
 async def test_two_agents_back_to_back_on_one_middleware_each_get_their_own_hint(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    backend = PosixMemBackend(
+    backend = MemBackend(
         {"/w/Memory/a.md": (b"ALPHA", time.time()), "/w/Memory/b.md": (b"BETA", time.time())}
     )
     mw, _ = middleware("/w", [selection_of(["a.md"]), selection_of(["b.md"])], backend=backend)
@@ -1092,9 +1056,7 @@ async def test_symlinked_file_escaping_the_memory_dir_is_never_read(tmp_path: Pa
 
 
 async def test_relative_listing_entry_escaping_the_memory_dir_is_ignored() -> None:
-    backend = PosixMemBackend(
-        {"/w/Memory/ok.md": (b"fine", 2.0), "/w/secret.md": (b"TOP SECRET", 1.0)}
-    )
+    backend = MemBackend({"/w/Memory/ok.md": (b"fine", 2.0), "/w/secret.md": (b"TOP SECRET", 1.0)})
 
     async def list_dir(path: str, recursive: bool = False) -> list[str]:
         return ["ok.md", "../secret.md"]

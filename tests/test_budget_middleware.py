@@ -12,17 +12,13 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from agent_helpers import Recorder, assert_paired, make_agent as agent_and_model, user as user_msg
-from agent_kit import ALLOW, call, confirm, ends, make_agent, model_of, run, tool_calls, user
+from agent_helpers import assert_paired, make_agent as agent_and_model, user as user_msg
+from agent_kit import call, confirm, ends, make_agent, model_of, run, tool_calls, user
+from middleware_kit import interrupt_after, lookup_toolkit, no_tasks_left, text
 
 from trioagent.agent import Agent, AgentState, ReActConfig
 from trioagent.agent._structured import TOOL_NAME
 from trioagent.event import (
-    AgentEvent,
-    CustomEvent,
-    DataBlockDeltaEvent,
-    DataBlockEndEvent,
-    DataBlockStartEvent,
     ReplyEndEvent,
     ReplyStartEvent,
 )
@@ -59,17 +55,6 @@ def answer(text: str, inp: int = 10, out: int = 5) -> ChatResponse:
 
 def tool_step(*blocks: ToolCallBlock, inp: int = 200, out: int = 100) -> ChatResponse:
     return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
-
-
-def lookup_toolkit(*, ask: bool = False) -> Toolkit:
-    toolkit = Toolkit()
-
-    async def lookup(q: str) -> str:
-        """Look something up."""
-        return f"found {q}"
-
-    toolkit.register_function(lookup, permission=None if ask else ALLOW)
-    return toolkit
 
 
 def hints(msgs: list[Msg]) -> list[HintBlock]:
@@ -347,67 +332,14 @@ async def test_structured_output_keeps_a_forced_tool_choice() -> None:
     assert msg.structured_output == {"answer": "x"}
 
 
-ROUTER_KEY = "ModelRouterMiddleware"
 BUDGET_KEY = "ReplyBudgetControlMiddleware"
 
 
 # -- shared helpers ----------------------------------------------------------------------------
 
 
-def text(value: str, inp: int | None = None, out: int | None = None) -> ChatResponse:
-    usage = None if inp is None else ChatUsage(input_tokens=inp, output_tokens=out or 0)
-    return ChatResponse(content=[TextBlock(text=value)], usage=usage)
-
-
 def free_tool_step(*blocks: ToolCallBlock, inp: int = 0, out: int = 0) -> ChatResponse:
     return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
-
-
-def data_events(events: Sequence[Any]) -> list[Any]:
-    return [e for e in events if str(e.type).startswith("DATA_BLOCK")]
-
-
-def custom_errors(events: Sequence[Any]) -> list[CustomEvent]:
-    return [e for e in events if isinstance(e, CustomEvent) and e.name == "tts_error"]
-
-
-def assert_blocks_closed_before_the_end(events: Sequence[AgentEvent]) -> None:
-    """Every data block opened got exactly one END, before the one REPLY_END (the last event)."""
-    ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
-    assert ends == [len(events) - 1]
-    starts = [e.block_id for e in events if isinstance(e, DataBlockStartEvent)]
-    closes = [e.block_id for e in events if isinstance(e, DataBlockEndEvent)]
-    assert sorted(starts) == sorted(closes)
-    assert len(set(starts)) == len(starts)
-    open_blocks: set[str] = set()
-    for event in events:
-        if isinstance(event, DataBlockStartEvent):
-            open_blocks.add(event.block_id)
-        elif isinstance(event, DataBlockDeltaEvent):
-            assert event.block_id in open_blocks, "a delta outside its block"
-        elif isinstance(event, DataBlockEndEvent):
-            open_blocks.remove(event.block_id)
-    assert not open_blocks
-
-
-async def interrupt_after(agent: Agent, inputs: Any, delay: float) -> tuple[Msg, Recorder]:
-    rec = Recorder()
-    result: list[Msg] = []
-
-    async def run() -> None:
-        result.append(await agent.reply(inputs, on_event=rec))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        await trio.sleep(delay)
-        agent.interrupt()
-    return result[0], rec
-
-
-def no_tasks_left() -> None:
-    """Nothing the reply started still runs in the test's task tree."""
-    nurseries = trio.lowlevel.current_task().child_nurseries
-    assert [t for n in nurseries for t in n.child_tasks] == []
 
 
 # -- ReplyBudgetControlMiddleware ------------------------------------------------------------------

@@ -834,17 +834,6 @@ async def test_cache_key_includes_model_dimensions_and_kwargs() -> None:
     assert len(cache) == 4
 
 
-def embedder_2d(server: OpenAICompatibleServer, **kwargs: Any) -> OpenAIEmbeddingModel:
-    kwargs.setdefault("dimensions", 2)
-    kwargs.setdefault("read_timeout", None)
-    kwargs.setdefault("connect_timeout", None)
-    return OpenAIEmbeddingModel(
-        "text-embedding-3-small",
-        credential=OpenAICredential(api_key=KEY, base_url=server.base_url),
-        **kwargs,
-    )
-
-
 def vec(text: str) -> list[float]:
     return [float(len(text)), float(ord(text[0]))]
 
@@ -861,7 +850,7 @@ async def test_http_500_is_retried_then_raised(
         "/v1/embeddings",
         lambda r: ScriptedResponse.json({"error": {"message": "boom"}}, status=500),
     )
-    async with embedder_2d(server, max_retries=2, retry_delay=3.0) as model:
+    async with embedder(server, dimensions=2, max_retries=2, retry_delay=3.0) as model:
         start = trio.current_time()
         with pytest.raises(ModelUpstreamError, match="boom") as caught:
             await model(["x"])
@@ -877,7 +866,7 @@ async def test_fewer_vectors_than_inputs_name_the_missing_ones(
     server.add_route(
         "POST", "/v1/embeddings", lambda r: ScriptedResponse.json(data_for(texts, [2, 0]))
     )
-    async with embedder_2d(server, max_retries=0) as model:
+    async with embedder(server, dimensions=2, max_retries=0) as model:
         with pytest.raises(ModelUpstreamError, match=r"no vector for input\(s\) \[1\]"):
             await model(texts)
 
@@ -888,7 +877,7 @@ async def test_shuffled_indexes_are_placed_and_duplicates_fail(
     texts = ["aa", "b", "cccc", "dd"]
     answers = [data_for(texts, [3, 1, 0, 2]), data_for(texts, [0, 1, 1, 3])]
     server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(answers.pop(0)))
-    async with embedder_2d(server, max_retries=0) as model:
+    async with embedder(server, dimensions=2, max_retries=0) as model:
         assert (await model(texts)).embeddings == [vec(t) for t in texts]
         with pytest.raises(ModelUpstreamError, match=r"\[2\]"):
             await model(texts)
@@ -903,7 +892,7 @@ async def test_a_trailing_extra_vector_is_ignored(server: OpenAICompatibleServer
         ]
     }
     server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(payload))
-    async with embedder_2d(server, max_retries=0) as model:
+    async with embedder(server, dimensions=2, max_retries=0) as model:
         assert (await model(["a", "b"])).embeddings == [[1.0, 0.0], [0.0, 1.0]]
 
 
@@ -913,7 +902,7 @@ async def test_a_cancelled_multi_batch_call_closes_every_connection(
     server.add_route(
         "POST", "/v1/embeddings", lambda r: ScriptedResponse(body=[b"{"], stall_after=0)
     )
-    async with embedder_2d(server, batch_size=1) as model:
+    async with embedder(server, dimensions=2, batch_size=1) as model:
         with trio.fail_after(10):
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as nursery:
@@ -976,6 +965,6 @@ async def test_an_out_of_range_index_never_overwrites_a_placed_vector(
         ]
     }
     server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(payload))
-    async with embedder_2d(server, max_retries=0) as model:
+    async with embedder(server, dimensions=2, max_retries=0) as model:
         response = await model(["a", "b"])
     assert response.embeddings == [[1.0, 0.0], [0.0, 1.0]]

@@ -17,7 +17,8 @@ import pytest
 import trio
 import trio.testing
 from agent_helpers import Recorder, assert_paired, make_agent, user
-from agent_kit import confirm, tool_calls
+from agent_kit import ALLOW, call, confirm, tool_calls
+from middleware_kit import interrupt_after, lookup_toolkit, no_tasks_left, text
 
 from trioagent.agent import Agent, AgentState, ModelConfig
 from trioagent.classifier import (
@@ -30,12 +31,6 @@ from trioagent.classifier import (
     RefusalAnswer,
 )
 from trioagent.event import (
-    AgentEvent,
-    CustomEvent,
-    DataBlockDeltaEvent,
-    DataBlockEndEvent,
-    DataBlockStartEvent,
-    ReplyEndEvent,
     ReplyStartEvent,
 )
 from trioagent.message import (
@@ -51,7 +46,7 @@ from trioagent.middleware import (
     ChatModelCandidate,
     ModelRouterMiddleware,
 )
-from trioagent.model import ChatResponse, ChatUsage
+from trioagent.model import ChatResponse
 from trioagent.permission import PermissionBehavior, PermissionDecision
 from trioagent.serialization import dumps, loads
 from trioagent.testing import (
@@ -81,11 +76,6 @@ def pick(name: str) -> ChatResponse:
             )
         ]
     )
-
-
-def text(value: str, inp: int | None = None, out: int | None = None) -> ChatResponse:
-    usage = None if inp is None else ChatUsage(input_tokens=inp, output_tokens=out or 0)
-    return ChatResponse(content=[TextBlock(text=value)], usage=usage)
 
 
 class FakeClassifier(ClassifierModelBase):
@@ -501,77 +491,9 @@ async def test_openai_classifier_routes_over_http(nursery: trio.Nursery) -> None
 
 
 ROUTER_KEY = "ModelRouterMiddleware"
-BUDGET_KEY = "ReplyBudgetControlMiddleware"
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
 
 
 # -- shared helpers ----------------------------------------------------------------------------
-
-
-def call(call_id: str, name: str, /, **arguments: Any) -> ToolCallBlock:
-    return ToolCallBlock(id=call_id, name=name, input=json.dumps(arguments))
-
-
-def tool_step(*blocks: ToolCallBlock, inp: int = 0, out: int = 0) -> ChatResponse:
-    return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
-
-
-def lookup_toolkit() -> Toolkit:
-    toolkit = Toolkit()
-
-    async def lookup(q: str) -> str:
-        """Look something up."""
-        return f"found {q}"
-
-    toolkit.register_function(lookup, permission=ALLOW)
-    return toolkit
-
-
-def data_events(events: Sequence[Any]) -> list[Any]:
-    return [e for e in events if str(e.type).startswith("DATA_BLOCK")]
-
-
-def custom_errors(events: Sequence[Any]) -> list[CustomEvent]:
-    return [e for e in events if isinstance(e, CustomEvent) and e.name == "tts_error"]
-
-
-def assert_blocks_closed_before_the_end(events: Sequence[AgentEvent]) -> None:
-    """Every data block opened got exactly one END, before the one REPLY_END (the last event)."""
-    ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
-    assert ends == [len(events) - 1]
-    starts = [e.block_id for e in events if isinstance(e, DataBlockStartEvent)]
-    closes = [e.block_id for e in events if isinstance(e, DataBlockEndEvent)]
-    assert sorted(starts) == sorted(closes)
-    assert len(set(starts)) == len(starts)
-    open_blocks: set[str] = set()
-    for event in events:
-        if isinstance(event, DataBlockStartEvent):
-            open_blocks.add(event.block_id)
-        elif isinstance(event, DataBlockDeltaEvent):
-            assert event.block_id in open_blocks, "a delta outside its block"
-        elif isinstance(event, DataBlockEndEvent):
-            open_blocks.remove(event.block_id)
-    assert not open_blocks
-
-
-async def interrupt_after(agent: Agent, inputs: Any, delay: float) -> tuple[Msg, Recorder]:
-    rec = Recorder()
-    result: list[Msg] = []
-
-    async def run() -> None:
-        result.append(await agent.reply(inputs, on_event=rec))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        await trio.sleep(delay)
-        agent.interrupt()
-    return result[0], rec
-
-
-def no_tasks_left() -> None:
-    """Nothing the reply started still runs in the test's task tree."""
-    nurseries = trio.lowlevel.current_task().child_nurseries
-    assert [t for n in nurseries for t in n.child_tasks] == []
 
 
 # -- ModelRouterMiddleware -------------------------------------------------------------------------

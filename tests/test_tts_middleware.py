@@ -14,6 +14,8 @@ import pytest
 import trio
 import trio.testing
 from agent_helpers import Recorder, make_agent, user
+from agent_kit import call
+from middleware_kit import lookup_toolkit, no_tasks_left
 from tts_kit import PCM, ChannelRealtimeTTS, DirectRealtimeTTS, FakeTTS, chunk
 
 from trioagent._core.ids import set_id_factory
@@ -28,14 +30,14 @@ from trioagent.event import (
     TextBlockEndEvent,
     TextBlockStartEvent,
 )
-from trioagent.message import DataBlock, Msg, TextBlock, ToolCallBlock, URLSource
+from trioagent.message import DataBlock, Msg, ToolCallBlock, URLSource
 from trioagent.middleware import (
     ChatModelCandidate,
     MiddlewareBase,
     ModelRouterMiddleware,
     TTSMiddleware,
 )
-from trioagent.model import ChatResponse, ChatUsage
+from trioagent.model import ChatResponse
 from trioagent.permission import PermissionBehavior, PermissionDecision
 from trioagent.testing import (
     CancelMode,
@@ -471,36 +473,7 @@ async def test_an_outer_layer_failing_on_audio_is_not_a_speech_failure() -> None
     assert_closed_before_the_end(rec.events)
 
 
-ROUTER_KEY = "ModelRouterMiddleware"
-BUDGET_KEY = "ReplyBudgetControlMiddleware"
-ALLOW = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="ok")
-
-
 # -- shared helpers ----------------------------------------------------------------------------
-
-
-def text(value: str, inp: int | None = None, out: int | None = None) -> ChatResponse:
-    usage = None if inp is None else ChatUsage(input_tokens=inp, output_tokens=out or 0)
-    return ChatResponse(content=[TextBlock(text=value)], usage=usage)
-
-
-def call(call_id: str, name: str, /, **arguments: Any) -> ToolCallBlock:
-    return ToolCallBlock(id=call_id, name=name, input=json.dumps(arguments))
-
-
-def tool_step(*blocks: ToolCallBlock, inp: int = 0, out: int = 0) -> ChatResponse:
-    return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
-
-
-def lookup_toolkit() -> Toolkit:
-    toolkit = Toolkit()
-
-    async def lookup(q: str) -> str:
-        """Look something up."""
-        return f"found {q}"
-
-    toolkit.register_function(lookup, permission=ALLOW)
-    return toolkit
 
 
 def custom_errors(events: Sequence[Any]) -> list[CustomEvent]:
@@ -524,26 +497,6 @@ def assert_blocks_closed_before_the_end(events: Sequence[AgentEvent]) -> None:
         elif isinstance(event, DataBlockEndEvent):
             open_blocks.remove(event.block_id)
     assert not open_blocks
-
-
-async def interrupt_after(agent: Agent, inputs: Any, delay: float) -> tuple[Msg, Recorder]:
-    rec = Recorder()
-    result: list[Msg] = []
-
-    async def run() -> None:
-        result.append(await agent.reply(inputs, on_event=rec))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        await trio.sleep(delay)
-        agent.interrupt()
-    return result[0], rec
-
-
-def no_tasks_left() -> None:
-    """Nothing the reply started still runs in the test's task tree."""
-    nurseries = trio.lowlevel.current_task().child_nurseries
-    assert [t for n in nurseries for t in n.child_tasks] == []
 
 
 # -- TTSMiddleware -----------------------------------------------------------------------------------
