@@ -1,6 +1,7 @@
-"""AgenticMemoryMiddleware (trioagent/middleware/_agentic_memory.py): the index in the system
-prompt, the background retrieval of a reply — owned by the reply's ``on_reply`` nursery and
-consumed once by ``on_reasoning`` — and its cancellation (tools_middleware.md §8.6, §10)."""
+"""AgenticMemoryMiddleware: the index in the system prompt, the background retrieval of a
+reply — owned by the reply's ``on_reply`` nursery and consumed once by ``on_reasoning`` — and
+its cancellation; and the edge cases of the memory files (malformed frontmatter, odd
+encodings, huge or vanishing files, paths escaping the memory directory)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,18 @@ import trio.testing
 from agent_helpers import ALLOW, Recorder, make_agent, user
 
 from trioagent.agent import Agent
-from trioagent.event import ReplyEndEvent
+from trioagent.event import (
+    ConfirmResult,
+    ReplyEndEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+)
+from trioagent.memory import (
+    DEFAULT_MEMORY_INSTRUCTIONS,
+    DEFAULT_RETRIEVAL_INSTRUCTIONS,
+    parse_frontmatter,
+    truncate_to_tokens,
+)
 from trioagent.message import (
     HintBlock,
     TextBlock,
@@ -27,15 +39,19 @@ from trioagent.message import (
     ToolCallState,
     ToolResultBlock,
 )
-from trioagent.middleware import AgenticMemoryMiddleware, LocalBackend, MemoryBackend
-from trioagent.middleware._agentic_memory import (
-    DEFAULT_MEMORY_INSTRUCTIONS,
-    DEFAULT_RETRIEVAL_INSTRUCTIONS,
-    parse_frontmatter,
-    truncate_to_tokens,
+from trioagent.middleware import (
+    AgenticMemoryMiddleware,
+    LocalBackend,
+    MemoryBackend,
 )
 from trioagent.model import ChatResponse
-from trioagent.testing import CancelMode, ScriptedModel, ScriptedRequest, SweepRun, cancel_sweep
+from trioagent.testing import (
+    CancelMode,
+    ScriptedModel,
+    ScriptedRequest,
+    SweepRun,
+    cancel_sweep,
+)
 from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason
 
@@ -602,25 +618,28 @@ async def test_interrupt_during_retrieval_ends_the_reply_once(tmp_path: Path) ->
 
 
 class MemBackend:
-    """An in-memory backend (posix paths) that checkpoints on every call."""
+    """An in-memory posix backend that checkpoints on every call (no threads: safe with the
+    autojump clock) and records every path it reads.  ``absolute`` lists absolute paths."""
 
     def __init__(
         self, files: dict[str, tuple[bytes, float | None]], *, absolute: bool = False
     ) -> None:
         self.files = dict(files)
         self.absolute = absolute
+        self.reads: list[str] = []
 
     async def file_exists(self, path: str) -> bool:
         await trio.lowlevel.checkpoint()
-        return path in self.files
+        return posixpath.normpath(path) in self.files
 
     async def read_file(self, path: str) -> bytes:
         await trio.lowlevel.checkpoint()
-        return self.files[path][0]
+        self.reads.append(path)
+        return self.files[posixpath.normpath(path)][0]
 
     async def write_file(self, path: str, data: bytes) -> None:
         await trio.lowlevel.checkpoint()
-        self.files[path] = (data, time.time())
+        self.files[posixpath.normpath(path)] = (data, time.time())
 
     async def list_dir(self, path: str, recursive: bool = False) -> list[str]:
         await trio.lowlevel.checkpoint()
@@ -631,7 +650,7 @@ class MemBackend:
 
     async def stat_mtime(self, path: str) -> float | None:
         await trio.lowlevel.checkpoint()
-        return self.files[path][1]
+        return self.files[posixpath.normpath(path)][1]
 
     def join_path(self, *parts: str) -> str:
         return posixpath.join(*parts)
@@ -681,3 +700,370 @@ async def test_cancel_sweep_over_a_reply_with_a_retrieval(
     assert report.points > 10
     assert report.outcomes["interrupted"] > 0
     assert counters["cancelled_in_selection"] > 0  # cancellations hit the running retrieval
+
+
+SHORT_PROFILE = (
+    "---\nname: user profile\ndescription: When answering about the user's job\n"
+    "type: user\n---\n\nThe user is a marine biologist.\n"
+)
+
+
+def call(name: str, call_id: str = "call-1") -> ChatResponse:
+    return ChatResponse(content=[ToolCallBlock(id=call_id, name=name, input="{}")])
+
+
+def selection_of(names: Any) -> ChatResponse:
+    return ChatResponse(
+        content=[
+            ToolCallBlock(
+                id="sel",
+                name="generate_structured_output",
+                input=json.dumps({"selected_files": names}),
+            )
+        ]
+    )
+
+
+def hint_texts(agent: Any) -> list[str]:
+    return [str(b.hint) for m in agent.state.context for b in m.content if isinstance(b, HintBlock)]
+
+
+class RecordingLocal(LocalBackend):
+    """The local backend, recording every path it reads."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    async def read_file(self, path: str) -> bytes:
+        self.reads.append(path)
+        return await super().read_file(path)
+
+
+def middleware(
+    workdir: Any, selections: list[Any], backend: Any = None, **params: Any
+) -> tuple[AgenticMemoryMiddleware, ScriptedModel]:
+    model = ScriptedModel(selections, model="retrieval")
+    mw = AgenticMemoryMiddleware(
+        workdir=workdir, parameters=Params(retrieval_model=model, **params), backend=backend
+    )
+    return mw, model
+
+
+# -- AgenticMemoryMiddleware: files ---------------------------------------------------------------
+
+
+async def test_malformed_and_missing_frontmatter_still_list(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    (memory / "none.md").write_text("just text, no frontmatter")
+    (memory / "unclosed.md").write_text("---\ndescription: never closed\ntype: user\n")
+    (memory / "garbage.md").write_text("---\n: : :\n- [list]\n  nested: x\n---\nbody")
+    (memory / "empty.md").write_text("")
+    (memory / "crlf.md").write_text("---\r\ndescription: windows\r\n---\r\nbody", newline="")
+    mw, _ = middleware(tmp_path, [])
+    headers = {h.filename: h for h in await mw.list_memory_files()}
+    assert set(headers) == {"none.md", "unclosed.md", "garbage.md", "empty.md", "crlf.md"}
+    assert headers["none.md"].description is None
+    assert headers["unclosed.md"].description is None
+    assert headers["garbage.md"].description is None
+    assert headers["garbage.md"].type is None
+    assert headers["empty.md"].description is None
+    assert headers["crlf.md"].description == "windows"
+
+
+async def test_non_utf8_files_and_index_are_decoded_with_replacement(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    (memory / "MEMORY.md").write_bytes(b"- [bin](bin.md) \xff\xfe hook\n")
+    (memory / "bin.md").write_bytes(b"---\ndescription: caf\xe9\n---\n\x80\x81 payload")
+    mw, model = middleware(tmp_path, [selection_of(["bin.md"])])
+    prompt = await mw.on_system_prompt(None, "base")
+    assert "- [bin](bin.md) \ufffd\ufffd hook" in prompt
+    [header] = await mw.list_memory_files()
+    assert header.description == "caf\ufffd"
+    hint = await mw.retrieve(None, "q")
+    assert hint is not None
+    assert "\ufffd\ufffd payload" in hint
+    assert len(model.requests) == 1
+
+
+async def test_huge_file_is_cut_for_the_manifest_and_the_hint(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    body = "---\ndescription: big one\n---\n" + "x" * 2_000_000
+    (memory / "big.md").write_text(body)
+    mw, _ = middleware(
+        tmp_path,
+        [selection_of(["big.md"])],
+        retrieval_max_tokens_per_md=100,
+        retrieval_max_tokens_per_frontmatter=4,
+    )
+    [header] = await mw.list_memory_files()
+    assert header.description is None  # the 16-byte head cuts the frontmatter off
+    hint = await mw.retrieve(None, "q")
+    assert hint is not None
+    content = hint.split(":\n\n", 1)[1]
+    assert body.startswith(content)
+    assert len(content.encode()) <= 400 + 2  # ~100 tokens (rounded estimate)
+
+
+async def test_a_file_deleted_after_the_listing_is_skipped(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    (memory / "gone.md").write_text("GONE")
+    (memory / "kept.md").write_text("KEPT")
+
+    def select_then_delete(request: ScriptedRequest) -> ChatResponse:
+        (memory / "gone.md").unlink()  # between the manifest and the read
+        return selection_of(["gone.md", "kept.md"])
+
+    mw, _ = middleware(tmp_path, [select_then_delete])
+    hint = await mw.retrieve(None, "q")
+    assert hint is not None
+    assert "KEPT" in hint
+    assert "GONE" not in hint
+    assert "gone.md" not in hint
+
+
+async def test_a_file_vanishing_during_the_listing_is_left_out() -> None:
+    class Vanishing(MemBackend):
+        async def stat_mtime(self, path: str) -> float | None:
+            if path.endswith("gone.md"):
+                raise FileNotFoundError(path)
+            return await super().stat_mtime(path)
+
+    backend = Vanishing({"/w/Memory/gone.md": (b"G", 1.0), "/w/Memory/kept.md": (b"K", 2.0)})
+    mw, _ = middleware("/w", [], backend=backend)
+    assert [h.filename for h in await mw.list_memory_files()] == ["kept.md"]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["../secret.md"],
+        ["../../outside/secret.md"],
+        ["sub/../../secret.md"],
+        ["./ok.md/../../secret.md"],
+        ["/etc/passwd"],
+        ["MEMORY.md"],
+        ["missing.md", "ok.md\x00"],
+        "ok.md",  # not a list
+        [None, 3, {"name": "ok.md"}, ["ok.md"]],
+    ],
+)
+async def test_selected_names_outside_the_manifest_are_never_read(
+    tmp_path: Path, names: Any
+) -> None:
+    (tmp_path / "secret.md").write_text("TOP SECRET")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.md").write_text("TOP SECRET")
+    memory = tmp_path / "w" / "Memory"
+    memory.mkdir(parents=True)
+    (memory / "ok.md").write_text("fine")
+    (memory / "sub").mkdir()
+    (memory / "sub" / "x.md").write_text("x")
+    backend = RecordingLocal()
+    mw, _ = middleware(tmp_path / "w", [selection_of(names)], backend=backend)
+    try:
+        hint = await mw.retrieve(None, "q")
+    except Exception:  # a schema-violating answer may fail the selection_of: also no read
+        hint = None
+    assert hint is None or "TOP SECRET" not in hint
+    root = os.path.realpath(memory) + os.sep
+    assert backend.reads
+    assert all(os.path.realpath(p).startswith(root) for p in backend.reads)
+
+
+async def test_directory_symlinks_out_of_the_memory_dir_are_not_walked(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("---\ndescription: SECRET\n---\nTOP SECRET")
+    memory = tmp_path / "w" / "Memory"
+    memory.mkdir(parents=True)
+    (memory / "ok.md").write_text("fine")
+    os.symlink(outside, memory / "linked")
+    backend = RecordingLocal()
+    mw, _ = middleware(
+        tmp_path / "w", [selection_of(["linked/secret.md", "ok.md"])], backend=backend
+    )
+    assert [h.filename for h in await mw.list_memory_files()] == ["ok.md"]
+    hint = await mw.retrieve(None, "q")
+    assert hint is not None
+    assert "TOP SECRET" not in hint
+    assert all("secret" not in p for p in backend.reads)
+
+
+async def test_index_truncation_keeps_whole_multibyte_characters(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    lines = [f"- [日本語 {i}](f{i}.md) — é ✓ 🙂" for i in range(200)]
+    index = "\n".join(lines)
+    (memory / "MEMORY.md").write_text(index, encoding="utf-8")
+    mw, _ = middleware(tmp_path, [], memory_max_tokens=50)
+    prompt = await mw.on_system_prompt(None, "base")
+    shown = prompt.split("## MEMORY.md\n", 1)[1]
+    kept_text, notice = shown.split("\n<<<TRUNCATED>>>\n", 1)
+    assert index.startswith(kept_text)
+    assert "\ufffd" not in kept_text
+    assert round(len(kept_text.encode()) / 4) <= 50
+    kept = len(kept_text.split("\n"))
+    assert f"The remaining {200 - kept} lines" in notice
+    assert f"offset `{kept}`" in notice
+
+
+async def test_index_over_budget_in_one_multibyte_char(tmp_path: Path) -> None:
+    memory = tmp_path / "Memory"
+    memory.mkdir()
+    (memory / "MEMORY.md").write_text("🙂" * 10, encoding="utf-8")  # 40 bytes = 10 tokens
+    mw, _ = middleware(tmp_path, [], memory_max_tokens=1)
+    prompt = await mw.on_system_prompt(None, "base")
+    shown = prompt.split("## MEMORY.md\n", 1)[1]
+    assert "\ufffd" not in shown
+    assert "<<<TRUNCATED>>>" in shown
+
+
+# -- AgenticMemoryMiddleware: replies -------------------------------------------------------------
+
+
+async def test_retrieval_running_when_the_reply_parks_is_cancelled_and_not_restarted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    state = {"asked": 0, "cancelled": 0}
+
+    async def stuck(request: ScriptedRequest) -> ChatResponse:
+        state["asked"] += 1
+        try:
+            await trio.sleep_forever()
+        finally:
+            state["cancelled"] += 1
+        raise AssertionError("unreachable")
+
+    backend = MemBackend({"/w/Memory/user_profile.md": (SHORT_PROFILE.encode(), time.time())})
+    mw, retrieval_model = middleware("/w", [stuck], backend=backend)
+    toolkit = Toolkit()
+
+    async def ask() -> str:
+        """Needs the user's confirmation."""
+        return "asked"
+
+    toolkit.register_function(ask)  # no permission: the engine asks the user
+    agent, _ = make_agent([call("ask"), text("done")], toolkit=toolkit, middlewares=[mw])
+    rec = Recorder()
+    await agent.reply(user("job?"), on_event=rec)
+    parked = rec.events[-1]
+    assert isinstance(parked, RequireUserConfirmEvent)
+    assert state == {"asked": 1, "cancelled": 1}
+
+    rec2 = Recorder()
+    answer = UserConfirmResultEvent(
+        confirm_results=[ConfirmResult(confirmed=True, tool_call=parked.tool_calls[0])]
+    )
+    final = await agent.reply(answer, on_event=rec2)
+    assert final.get_text_content() == "done"
+    assert [str(e.finished_reason) for e in rec2.ends] == ["completed"]
+    assert state == {"asked": 1, "cancelled": 1}  # the resume starts no retrieval
+    assert len(retrieval_model.requests) == 1
+    assert hint_texts(agent) == []
+
+
+async def test_back_to_back_replies_get_no_stale_hint(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    backend = MemBackend(
+        {
+            "/w/Memory/first.md": (b"FIRST MEMORY", time.time()),
+            "/w/Memory/second.md": (b"SECOND MEMORY", time.time()),
+        }
+    )
+    mw, _ = middleware("/w", [selection_of(["first.md"]), selection_of([])], backend=backend)
+    toolkit = Toolkit()
+    agent_box: list[Any] = []
+
+    async def recall() -> str:
+        """Wait for the memory retrieval."""
+        await mw.wait_retrieval(agent_box[0])
+        return "recalled"
+
+    toolkit.register_function(recall, is_concurrency_safe=False, permission=ALLOW)
+    # Reply 1 answers in one slow step: its retrieval finishes but is never consumed.
+    model = ScriptedModel([text("one"), call("recall"), text("two")], chunk_delay=5.0)
+    agent, _ = make_agent(model=model, toolkit=toolkit, middlewares=[mw])
+    agent_box.append(agent)
+    first = await agent.reply(user("first"))
+    assert first.get_text_content() == "one"
+    assert hint_texts(agent) == []
+    second = await agent.reply(user("second"))
+    assert second.get_text_content() == "two"
+    assert hint_texts(agent) == []  # reply 1's unconsumed result never shows up in reply 2
+
+
+async def test_two_agents_back_to_back_on_one_middleware_each_get_their_own_hint(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    backend = MemBackend(
+        {"/w/Memory/a.md": (b"ALPHA", time.time()), "/w/Memory/b.md": (b"BETA", time.time())}
+    )
+    mw, _ = middleware("/w", [selection_of(["a.md"]), selection_of(["b.md"])], backend=backend)
+    agents: list[Any] = []
+    for _ in range(2):
+        toolkit = Toolkit()
+        box: list[Any] = []
+
+        async def recall(box: list[Any] = box) -> str:
+            """Wait for the memory retrieval."""
+            await mw.wait_retrieval(box[0])
+            return "ok"
+
+        toolkit.register_function(recall, is_concurrency_safe=False, permission=ALLOW)
+        agent, _ = make_agent([call("recall"), text("done")], toolkit=toolkit, middlewares=[mw])
+        box.append(agent)
+        agents.append(agent)
+    for agent in agents:
+        await agent.reply(user("q"))
+    [a_hint] = hint_texts(agents[0])
+    [b_hint] = hint_texts(agents[1])
+    assert "ALPHA" in a_hint
+    assert "BETA" not in a_hint
+    assert "BETA" in b_hint
+    assert "ALPHA" not in b_hint
+
+
+# -- found by this hunt, fixed ---------------------------------------------------------------------
+
+
+async def test_symlinked_file_escaping_the_memory_dir_is_never_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("---\ndescription: SECRET\n---\nTOP SECRET")
+    memory = tmp_path / "w" / "Memory"
+    memory.mkdir(parents=True)
+    (memory / "ok.md").write_text("fine")
+    (memory / "inner.md").write_text("inside")
+    os.symlink(outside / "secret.md", memory / "evil.md")
+    os.symlink(memory / "inner.md", memory / "alias.md")  # a link that stays inside is fine
+    backend = RecordingLocal()
+    mw, _ = middleware(tmp_path / "w", [selection_of(["evil.md", "ok.md"])], backend=backend)
+    assert sorted(h.filename for h in await mw.list_memory_files()) == [
+        "alias.md",
+        "inner.md",
+        "ok.md",
+    ]
+    hint = await mw.retrieve(None, "q")
+    assert hint is not None
+    assert "TOP SECRET" not in hint
+    root = os.path.realpath(memory) + os.sep
+    assert all(os.path.realpath(p).startswith(root) for p in backend.reads)
+
+
+async def test_relative_listing_entry_escaping_the_memory_dir_is_ignored() -> None:
+    backend = MemBackend({"/w/Memory/ok.md": (b"fine", 2.0), "/w/secret.md": (b"TOP SECRET", 1.0)})
+
+    async def list_dir(path: str, recursive: bool = False) -> list[str]:
+        return ["ok.md", "../secret.md"]
+
+    backend.list_dir = list_dir  # type: ignore[method-assign]
+    mw, _ = middleware("/w", [selection_of(["../secret.md"])], backend=backend)
+    assert [h.filename for h in await mw.list_memory_files()] == ["ok.md"]
+    hint = await mw.retrieve(None, "q")
+    assert hint is None or "TOP SECRET" not in hint
+    assert all(posixpath.normpath(p).startswith("/w/Memory/") for p in backend.reads)

@@ -1,17 +1,32 @@
-"""ReplyBudgetControlMiddleware (tools_middleware.md §8.1; agent.md §7.5 middle_context)."""
+"""ReplyBudgetControlMiddleware: the weighted token budget of a reply, its wrap-up hint and
+``tool_choice="none"``, its bookkeeping in ``middle_context``; and the edge cases (limits at
+the boundaries, models without usage, interruptions in the wrap-up step, a budget shared by
+concurrent agents, a cancel sweep)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from agent_kit import ALLOW, call, confirm, ends, make_agent, model_of, run, tool_calls, user
+import trio
+import trio.testing
+from agent_helpers import assert_paired, make_agent as agent_and_model, user as user_msg
+from agent_kit import call, confirm, ends, make_agent, model_of, run, tool_calls, user
+from middleware_kit import interrupt_after, lookup_toolkit, no_tasks_left, text
 
-from trioagent.agent import AgentState, ReActConfig
+from trioagent.agent import Agent, AgentState, ReActConfig
 from trioagent.agent._structured import TOOL_NAME
-from trioagent.event import ReplyEndEvent
+from trioagent.event import (
+    ReplyEndEvent,
+    ReplyStartEvent,
+)
 from trioagent.message import HintBlock, Msg, TextBlock, ToolCallBlock
-from trioagent.middleware import MiddlewareBase, ReplyBudgetControlMiddleware
+from trioagent.middleware import (
+    MiddlewareBase,
+    ReplyBudgetControlMiddleware,
+)
 from trioagent.middleware._budget import (
     DEFAULT_BUDGET_HINT,
     STRUCTURED_BUDGET_HINT,
@@ -19,6 +34,13 @@ from trioagent.middleware._budget import (
 )
 from trioagent.model import ChatResponse, ChatUsage
 from trioagent.serialization import dumps, loads
+from trioagent.testing import (
+    CancelMode,
+    ScriptedModel,
+    SweepRun,
+    cancel_sweep,
+    text_chunks,
+)
 from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason, ToolChoice
 
@@ -33,17 +55,6 @@ def answer(text: str, inp: int = 10, out: int = 5) -> ChatResponse:
 
 def tool_step(*blocks: ToolCallBlock, inp: int = 200, out: int = 100) -> ChatResponse:
     return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
-
-
-def lookup_toolkit(*, ask: bool = False) -> Toolkit:
-    toolkit = Toolkit()
-
-    async def lookup(q: str) -> str:
-        """Look something up."""
-        return f"found {q}"
-
-    toolkit.register_function(lookup, permission=None if ask else ALLOW)
-    return toolkit
 
 
 def hints(msgs: list[Msg]) -> list[HintBlock]:
@@ -319,3 +330,224 @@ async def test_structured_output_keeps_a_forced_tool_choice() -> None:
     assert first.tool_choice is None
     assert second.tool_choice == ToolChoice(mode=TOOL_NAME, tools=[TOOL_NAME])
     assert msg.structured_output == {"answer": "x"}
+
+
+BUDGET_KEY = "ReplyBudgetControlMiddleware"
+
+
+# -- shared helpers ----------------------------------------------------------------------------
+
+
+def free_tool_step(*blocks: ToolCallBlock, inp: int = 0, out: int = 0) -> ChatResponse:
+    return ChatResponse(content=list(blocks), usage=ChatUsage(input_tokens=inp, output_tokens=out))
+
+
+# -- ReplyBudgetControlMiddleware ------------------------------------------------------------------
+
+
+def budget_agent(steps: Sequence[Any], budget: float, **kwargs: Any) -> tuple[Agent, ScriptedModel]:
+    weights = {
+        k: kwargs.pop(k) for k in ("input_token_weight", "output_token_weight") if k in kwargs
+    }
+    return agent_and_model(
+        list(steps),
+        middlewares=[ReplyBudgetControlMiddleware(budget, **weights)],
+        **kwargs,
+    )
+
+
+def budget_hint_blocks(msgs: Sequence[Msg]) -> list[HintBlock]:
+    return [
+        b
+        for m in msgs
+        for b in m.content
+        if isinstance(b, HintBlock) and "maximum token budget" in str(b.hint)
+    ]
+
+
+async def test_a_model_without_usage_costs_nothing() -> None:
+    agent, model = budget_agent(
+        [free_tool_step(call("c1", "lookup", q="x")), text("done")],
+        budget=1,
+        toolkit=lookup_toolkit(),
+    )
+    # The tool step reports 0/0 tokens, the answer no usage at all.
+    msg = await agent.reply(user_msg())
+    assert msg.get_text_content() == "done"
+    assert [r.tool_choice for r in model.requests] == [None, None]
+    assert agent.state.middle_context[BUDGET_KEY] == {agent.state.reply_id: 0}
+
+
+async def test_no_usage_and_a_zero_budget_still_triggers_every_step() -> None:
+    agent, model = budget_agent(
+        [ChatResponse(content=[call("c1", "lookup", q="x")]), text("done")],
+        budget=0,
+        toolkit=lookup_toolkit(),
+    )
+    msg = await agent.reply(user_msg())
+    assert msg.get_text_content() == "done"
+    assert [r.tool_choice for r in model.requests] == [ToolChoice("none"), ToolChoice("none")]
+    assert len(budget_hint_blocks(model.requests[1].messages)) == 2
+    assert agent.state.middle_context[BUDGET_KEY] == {agent.state.reply_id: 0}
+
+
+async def test_zero_weights_never_exhaust_a_positive_budget() -> None:
+    agent, model = budget_agent(
+        [free_tool_step(call("c1", "lookup", q="x"), inp=10**9, out=10**9), text("done", 5, 5)],
+        budget=1,
+        input_token_weight=0,
+        output_token_weight=0,
+        toolkit=lookup_toolkit(),
+    )
+    await agent.reply(user_msg())
+    assert model.requests[1].tool_choice is None
+    assert agent.state.middle_context[BUDGET_KEY] == {agent.state.reply_id: 0}
+
+
+@pytest.mark.parametrize(
+    ("budget", "exhausted"),
+    [(17.5, True), (17.500001, False), (17, True)],
+    ids=["exactly", "a-hair-above", "below"],
+)
+async def test_a_fractional_cost_exactly_at_the_budget_exhausts_it(
+    budget: float, exhausted: bool
+) -> None:
+    agent, model = budget_agent(
+        [free_tool_step(call("c1", "lookup", q="x"), inp=10, out=5), text("done", 0, 0)],
+        budget=budget,
+        input_token_weight=1.0,
+        output_token_weight=1.5,
+        toolkit=lookup_toolkit(),
+    )
+    await agent.reply(user_msg())
+    assert (model.requests[1].tool_choice == ToolChoice("none")) is exhausted
+    assert agent.state.middle_context[BUDGET_KEY] == {agent.state.reply_id: 17.5}
+
+
+async def test_a_corrupt_saved_cost_counts_as_zero_on_resume() -> None:
+    toolkit = Toolkit()
+
+    async def deploy(target: str) -> str:
+        """Deploy (asks first)."""
+        return target
+
+    toolkit.register_function(deploy)
+    mw = ReplyBudgetControlMiddleware(token_budget=300)
+    agent, _ = agent_and_model(
+        [free_tool_step(call("d1", "deploy", target="x"), inp=300, out=0)],
+        toolkit=toolkit,
+        middlewares=[mw],
+    )
+    await agent.reply(user_msg())
+    reply_id = agent.state.reply_id
+    assert agent.state.middle_context[BUDGET_KEY] == {reply_id: 300}
+    state = loads(dumps(agent.state), AgentState)
+    state.middle_context[BUDGET_KEY] = {reply_id: "three hundred"}
+    resumed, resumed_model = agent_and_model(
+        [text("done", 1, 1)], toolkit=toolkit, middlewares=[mw], state=state
+    )
+    msg = await resumed.reply(confirm(tool_calls(resumed)["d1"]))
+    assert msg.get_text_content() == "done"
+    assert await mw.used(resumed) == 2
+    assert resumed_model.requests[0].tool_choice is None
+
+
+async def test_interrupt_in_the_wrap_up_step(autojump_clock: trio.testing.MockClock) -> None:
+    agent, model = budget_agent(
+        [
+            free_tool_step(call("c1", "lookup", q="x"), inp=200, out=100),
+            text_chunks(
+                "wrapping", " up", " now", usage=ChatUsage(input_tokens=9, output_tokens=9)
+            ),
+            text("next reply", 1, 1),
+        ],
+        budget=300,
+        toolkit=lookup_toolkit(),
+    )
+    model.chunk_delay = 1.0
+    msg, rec = await interrupt_after(agent, user_msg("one"), 1.5)
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    assert [str(e.finished_reason) for e in rec.ends] == ["interrupted"]
+    first_id = agent.state.reply_id
+    wrap_up = model.requests[1]
+    assert wrap_up.tool_choice == ToolChoice("none")
+    assert len(budget_hint_blocks(agent.state.context)) == 1  # added once, before the cut step
+    assert agent.state.middle_context[BUDGET_KEY][first_id] >= 300
+    assert_paired(agent.state.context)
+
+    # Saved and restored, the next reply starts from zero: no wrap-up forced on it.
+    restored = loads(dumps(agent.state), AgentState)
+    agent2, model2 = budget_agent([text("fresh", 1, 1)], budget=300, state=restored)
+    assert (await agent2.reply(user_msg("two"))).get_text_content() == "fresh"
+    assert model2.requests[0].tool_choice is None
+    assert agent2.state.middle_context[BUDGET_KEY] == {agent2.state.reply_id: 2}
+    assert first_id not in agent2.state.middle_context[BUDGET_KEY]
+    no_tasks_left()
+
+
+async def test_two_agents_share_one_budget_concurrently(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    mw = ReplyBudgetControlMiddleware(token_budget=100)
+    big, big_model = agent_and_model(
+        [free_tool_step(call("c1", "lookup", q="x"), inp=100, out=0), text("big done", 1, 1)],
+        toolkit=lookup_toolkit(),
+        middlewares=[mw],
+    )
+    small, small_model = agent_and_model(
+        [free_tool_step(call("c1", "lookup", q="x"), inp=1, out=0), text("small done", 1, 1)],
+        toolkit=lookup_toolkit(),
+        middlewares=[mw],
+    )
+    big_model.chunk_delay = small_model.chunk_delay = 1.0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(big.reply, user_msg())
+        nursery.start_soon(small.reply, user_msg())
+    assert big_model.requests[1].tool_choice == ToolChoice("none")
+    assert small_model.requests[1].tool_choice is None
+    assert big.state.middle_context[BUDGET_KEY] == {big.state.reply_id: 102}
+    assert small.state.middle_context[BUDGET_KEY] == {small.state.reply_id: 3}
+
+
+@pytest.mark.parametrize("mode", [CancelMode.INTERRUPT, CancelMode.OUTER])
+async def test_cancel_sweep_budget_wrap_up(
+    mode: CancelMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    def make() -> Agent:
+        agent, model = budget_agent(
+            [
+                free_tool_step(call("c1", "lookup", q="x"), inp=200, out=100),
+                text_chunks("wrap", "ped", usage=ChatUsage(input_tokens=5, output_tokens=5)),
+            ],
+            budget=300,
+            toolkit=lookup_toolkit(),
+        )
+        model.chunk_delay = 0.25
+        return agent
+
+    def check(run: SweepRun) -> None:
+        agent = run.agent
+        model = agent.model
+        hints = budget_hint_blocks(agent.state.context)
+        assert len(hints) <= 1
+        if len(model.requests) == 2:
+            assert model.requests[1].tool_choice == ToolChoice("none")
+        started = [e for e in run.events if isinstance(e, ReplyStartEvent)]
+        if started:
+            bucket = agent.state.middle_context[BUDGET_KEY]
+            assert set(bucket) == {started[0].reply_id}
+            assert bucket[started[0].reply_id] in (0, 300, 310)
+            if hints:
+                assert bucket[started[0].reply_id] >= 300
+
+    report = await cancel_sweep(make, user_msg, mode=mode, check=check)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == "completed"
+    assert report.outcomes["interrupted"] > 5
+
+
+@pytest.mark.parametrize("field", ["token_budget", "input_token_weight", "output_token_weight"])
+def test_a_nan_budget_or_weight_is_rejected(field: str) -> None:
+    kwargs: dict[str, Any] = {"token_budget": 100.0, field: math.nan}
+    with pytest.raises(ValueError, match="non-negative number"):
+        ReplyBudgetControlMiddleware(**kwargs)

@@ -1,7 +1,7 @@
 """All four built-in middlewares stacked on one agent, swept at every cancellation point.
 
-Tracing (outermost) + Budget + TTS (realtime) + Router: every run must keep DESIGN.md §4's
-rules (checked by ``cancel_sweep``), leave no span open, close every audio block before the
+Tracing (outermost) + Budget + TTS (realtime) + Router: every run must keep the reply rules
+(exactly one end event, paired tool calls, no orphaned task; checked by ``cancel_sweep``), leave no span open, close every audio block before the
 one REPLY_END, restore the agent's own model, and keep the budget entry equal to the weighted
 cost of the model calls the consumer saw.
 """

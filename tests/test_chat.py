@@ -1,4 +1,4 @@
-"""``trioagent._chat`` in-process: the demo script, the event printer, set-up errors, and a whole
+"""``trioagent.cli._chat`` in-process: the demo script, the event printer, set-up errors, and a whole
 session fed from a text stream.  (The terminal behaviour — Ctrl-C, Ctrl-D in a real pty — is
 tested end to end in ``test_cli.py``.)"""
 
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from trioagent._chat import (
+from trioagent.cli._chat import (
     ChatOptions,
     ChatSetupError,
     Printer,
-    _check_reachable,
-    _credential,
+    check_reachable,
     demo_reply,
+    resolve_credential,
     run_chat,
 )
 from trioagent.event import (
@@ -110,18 +110,18 @@ def test_printer_ends_a_completed_answer_with_a_newline() -> None:
 def test_credential_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ChatSetupError, match="--model must be"):
-        _credential(ChatOptions(model="openai"))
+        resolve_credential(ChatOptions(model="openai"))
     with pytest.raises(ChatSetupError, match="no API key for openai:m: set OPENAI_API_KEY"):
-        _credential(ChatOptions(model="openai:m"))
+        resolve_credential(ChatOptions(model="openai:m"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
-    spec, credential = _credential(ChatOptions(model="openai:m", base_url="http://h:1/v1"))
+    spec, credential = resolve_credential(ChatOptions(model="openai:m", base_url="http://h:1/v1"))
     assert spec == "openai:m"
     assert credential.get_base_url() == "http://h:1/v1"
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ChatSetupError, match="set ANTHROPIC_API_KEY"):
-        _credential(ChatOptions(model="anthropic:claude-x"))
+        resolve_credential(ChatOptions(model="anthropic:claude-x"))
     with pytest.raises(ChatSetupError, match="--model must be 'embedded' or a model must be"):
-        _credential(ChatOptions(model="nosuch:model"))
+        resolve_credential(ChatOptions(model="nosuch:model"))
 
 
 async def test_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,7 +131,7 @@ async def test_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(ChatSetupError, match="cannot reach the model server"):
-        await _check_reachable(f"http://127.0.0.1:{port}/v1")
+        await check_reachable(f"http://127.0.0.1:{port}/v1")
 
 
 async def test_a_whole_session_from_a_text_stream() -> None:

@@ -2,12 +2,15 @@
 
 The chat is driven through a real pseudo-terminal (``os.openpty`` + ``subprocess``, the pty made
 the child's controlling terminal), so Ctrl-C is a real SIGINT sent by the terminal driver to the
-chat's process group, and Ctrl-D a real end of input.
+chat's process group, and Ctrl-D a real end of input.  Other runs use piped stdin and short
+timeouts: bad ``"provider:model"`` specs, missing keys, unreachable or rejecting servers,
+``TRIOAGENT_MODEL``, and secrets that must never be printed.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import select
 import socket
@@ -15,20 +18,59 @@ import subprocess
 import sys
 import sysconfig
 import termios
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from trioagent.credential import OllamaCredential, OpenAICredential
+from trioagent.model import (
+    PROVIDERS,
+    OllamaChatModel,
+    OpenAIChatModel,
+    OpenAIResponseModel,
+    chat_model_from_spec,
+    credential_from_spec,
+)
+
 STEP = 15.0  # seconds one expected output may take (a loaded CI machine); typically < 0.5
+
+
+SECRET = "sk-edge-SECRET-0123456789"
+PROVIDER_PREFIXES = {
+    "openai",
+    "openai-response",
+    "anthropic",
+    "minimax",
+    "gemini",
+    "dashscope",
+    "deepseek",
+    "moonshot",
+    "ollama",
+    "xai",
+}
+KEY_VARS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MOONSHOT_API_KEY",
+    "XAI_API_KEY",
+    "MINIMAX_API_KEY",
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"TRIOAGENT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
+        if k not in {"TRIOAGENT_MODEL", "TRIOAGENT_EXAMPLES", "OPENAI_BASE_URL", "OLLAMA_HOST"}
+        and k not in KEY_VARS
         and not k.lower().endswith("_proxy")
     }
     env["PYTHONUNBUFFERED"] = "1"
@@ -36,16 +78,47 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+class Call:
+    """One ``python -m trioagent`` run, started at once; :meth:`done` waits for it."""
+
+    def __init__(self, *args: str, stdin: str = "", **env: str) -> None:
+        self.stdin = stdin
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trioagent", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(**env),
+        )
+
+    def done(self) -> subprocess.CompletedProcess[str]:
+        try:
+            out, err = self.process.communicate(self.stdin, timeout=60)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()  # only our own child
+                self.process.wait()
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
+
+
 def trioagent(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trioagent", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(**env),
-        check=False,
-    )
+    return Call(*args, stdin=stdin, **env).done()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: ")
+    return line
 
 
 # -- help and the examples command -------------------------------------------------------------
@@ -119,13 +192,6 @@ def test_chat_without_api_key_is_a_one_line_error() -> None:
         "error: no API key for openai:gpt-4o-mini: set OPENAI_API_KEY"
     ]
     assert done.stdout == ""
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port  # nothing listens there any more
 
 
 def test_chat_with_unreachable_server_is_a_one_line_error() -> None:
@@ -285,3 +351,279 @@ def test_chat_ctrl_c_at_the_prompt(chat: Terminal) -> None:
     chat.type("\x03")  # twice in a row: quit
     assert chat.wait() == 130
     assert "Traceback" not in chat.text
+
+
+# -- more command-line edge cases ----------------------------------------------------------------
+
+
+def test_help_texts_and_usage_errors() -> None:
+    chat, examples, unknown = (
+        Call("chat", "--help"),
+        Call("examples", "--help"),
+        Call("serve"),
+    )
+    done = chat.done()
+    assert done.returncode == 0
+    for option in ("--model", "--base-url", "--system", "--verbose", "TRIOAGENT_MODEL"):
+        assert option in done.stdout
+    done = examples.done()
+    assert done.returncode == 0
+    assert "--list" in done.stdout
+    assert "NAME" in done.stdout
+    done = unknown.done()
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_chat_with_a_bad_spec_is_one_line() -> None:
+    specs = ["nosuch:model", "", "OPENAI:gpt-4o"]
+    calls = [Call("chat", "--model", spec) for spec in specs]
+    for spec, call in zip(specs, calls, strict=True):
+        line = one_line_error(call.done())
+        assert line.startswith("error: --model must be 'embedded' or")
+        assert repr(spec) in line
+
+
+def test_chat_names_the_missing_key() -> None:
+    cases = {
+        "gemini:gemini-2.5-flash": "GEMINI_API_KEY or GOOGLE_API_KEY",
+        "openai:ft:gpt-4o-mini:org::id": "OPENAI_API_KEY",
+    }
+    calls = {spec: Call("chat", "--model", spec) for spec in cases}
+    # TRIOAGENT_MODEL is the default of --model; --model wins over it.
+    from_env = Call("chat", TRIOAGENT_MODEL="deepseek:deepseek-chat")
+    overridden = Call("chat", "--model", "moonshot:kimi", TRIOAGENT_MODEL="deepseek:deepseek-chat")
+    for spec, variables in cases.items():
+        line = one_line_error(calls[spec].done())
+        assert line == f"error: no API key for {spec}: set {variables}"
+    line = one_line_error(from_env.done())
+    assert line == "error: no API key for deepseek:deepseek-chat: set DEEPSEEK_API_KEY"
+    line = one_line_error(overridden.done())
+    assert line == "error: no API key for moonshot:kimi: set MOONSHOT_API_KEY"
+
+
+def test_an_empty_trioagent_model_means_the_embedded_demo() -> None:
+    done = trioagent("chat", stdin="hello\n", TRIOAGENT_MODEL="")
+    assert done.returncode == 0, done.stderr
+    assert "the embedded demo model" in done.stdout
+    assert "agent> Echo: hello" in done.stdout
+
+
+def test_unreachable_servers_are_one_line_and_keep_the_key_secret() -> None:
+    # An Ollama model name with a colon, no key needed: the server is checked.
+    ollama_url = f"http://127.0.0.1:{_closed_port()}"
+    ollama = Call("chat", "--model", "ollama:llama3:8b", "--base-url", ollama_url)
+    bad_host = "http://no-such-host.invalid/v1"
+    unresolvable = Call(
+        "chat", "--model", "openai:m", "--base-url", bad_host, OPENAI_API_KEY=SECRET
+    )
+    line = one_line_error(ollama.done())
+    assert line.startswith(f"error: cannot reach the model server at {ollama_url}")
+    done = unresolvable.done()
+    line = one_line_error(done)
+    assert line.startswith(f"error: cannot reach the model server at {bad_host}: ")
+    assert SECRET not in done.stdout + done.stderr
+
+
+class _Rejecting(BaseHTTPRequestHandler):
+    """Answers every request with an OpenAI-style 401 that echoes the key it was sent."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        key = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+        body = json.dumps(
+            {
+                "error": {
+                    "message": f"Incorrect API key provided: {key}.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            }
+        ).encode()
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def rejecting_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Rejecting)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_a_rejected_key_is_one_line_and_never_printed(rejecting_server: str) -> None:
+    args = ["chat", "--model", "openai:gpt-x", "--base-url", rejecting_server]
+    quiet = Call(*args, stdin="hello\nagain\n", OPENAI_API_KEY=SECRET)
+    verbose = Call(*args, "--verbose", stdin="hello\nagain\n", OPENAI_API_KEY=SECRET)
+    for call in (quiet, verbose):
+        done = call.done()
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        assert SECRET not in done.stdout + done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1
+        assert "401" in errors[0]
+        assert "***" in errors[0]  # the echoed key is redacted
+        if call is quiet:
+            assert done.stderr.splitlines() == errors
+        assert "trioagent chat with openai:gpt-x" in done.stdout
+        assert "again" not in done.stdout  # the chat stopped at the first rejection
+
+
+def test_examples_by_part_of_a_name(tmp_path: Path) -> None:
+    (tmp_path / "01_alpha.py").write_text("print('ok: alpha')\n")
+    (tmp_path / "02_beta.py").write_text("import sys\nprint('boom')\nsys.exit(3)\n")
+    (tmp_path / "_helper.py").write_text("raise SystemExit('not an example')\n")
+    (tmp_path / "notes.txt").write_text("not an example\n")
+    env = {"TRIOAGENT_EXAMPLES": str(tmp_path)}
+
+    listed, alpha, everything, unknown = (
+        Call("examples", "--list", **env),
+        Call("examples", "alpha", **env),
+        Call("examples", **env),
+        Call("examples", "gamma", **env),
+    )
+
+    done = listed.done()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["01_alpha", "02_beta"]
+
+    done = alpha.done()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/1] ok   01_alpha" in done.stdout
+    assert "1 passed, 0 failed" in done.stdout
+
+    done = everything.done()
+    assert done.returncode == 1
+    assert "[1/2] ok   01_alpha" in done.stdout
+    assert "[2/2] FAIL 02_beta" in done.stdout
+    assert "      boom" in done.stdout  # the failing example's last line
+    assert "1 passed, 1 failed" in done.stdout
+
+    done = unknown.done()
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: no example matches 'gamma' (see --list)"
+    assert done.stdout == ""
+
+
+# -- the specs --model takes, in process --------------------------------------------------------
+
+
+def test_providers_match_the_documented_prefixes() -> None:
+    assert set(PROVIDERS) == PROVIDER_PREFIXES
+
+
+@pytest.mark.parametrize(
+    ("spec", "cls", "name"),
+    [
+        ("ollama:llama3:8b", OllamaChatModel, "llama3:8b"),
+        ("ollama:hf.co/org/repo:Q4_K_M", OllamaChatModel, "hf.co/org/repo:Q4_K_M"),
+        # OpenAI fine-tuned model ids contain colons, even an empty segment.
+        (
+            "openai:ft:gpt-4o-mini-2024-07-18:my-org::abc123",
+            OpenAIChatModel,
+            "ft:gpt-4o-mini-2024-07-18:my-org::abc123",
+        ),
+        ("openai-response:ft:gpt-4.1:org::x", OpenAIResponseModel, "ft:gpt-4.1:org::x"),
+    ],
+)
+def test_model_names_keep_their_colons(spec: str, cls: type, name: str) -> None:
+    model = chat_model_from_spec(spec)
+    assert type(model) is cls
+    assert model.model == name
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["", ":", ":gpt-4o", "openai", "OpenAI:gpt-4o", "OLLAMA:llama3", " :gpt-4o", "open ai:x"],
+)
+def test_bad_specs_are_value_errors_naming_the_providers(spec: str) -> None:
+    for build in (chat_model_from_spec, credential_from_spec):
+        with pytest.raises(ValueError, match="<provider>:<model>") as info:
+            build(spec)
+        message = str(info.value)
+        assert repr(spec) in message
+        assert all(p in message for p in PROVIDER_PREFIXES)
+
+
+def test_an_explicit_credential_wins_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env.invalid/v1")
+    credential = OpenAICredential(api_key="sk-explicit", base_url="http://127.0.0.1:9/v1")
+    model = chat_model_from_spec("openai:m", credential=credential)
+    assert model.credential is credential
+    assert model.credential.get_api_key() == "sk-explicit"
+    assert model.credential.get_base_url() == "http://127.0.0.1:9/v1"
+
+
+def test_credential_from_spec_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:7/v1/")
+    assert credential_from_spec("openai:m").get_base_url() == "http://127.0.0.1:7/v1"
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:11434")
+    ollama = credential_from_spec("ollama:llama3:8b")
+    assert isinstance(ollama, OllamaCredential)
+    assert ollama.get_base_url() == "http://127.0.0.1:11434"
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    assert ollama.get_api_key() is None  # Ollama needs no key
+
+
+def test_a_spec_credential_never_shows_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    model = chat_model_from_spec("anthropic:claude-x")
+    credential = credential_from_spec("anthropic:claude-x")
+    for text in (repr(credential), str(credential), repr(model.credential)):
+        assert SECRET not in text
+
+
+# -- found by this hunt, fixed ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec", [" openai:gpt-4o", "openai:gpt-4o ", "openai: gpt-4o", "openai:gpt-4o\n"]
+)
+def test_whitespace_around_a_spec_is_no_part_of_the_names(spec: str) -> None:
+    assert chat_model_from_spec(spec, credential=OpenAICredential(api_key="sk-x")).model == "gpt-4o"
+
+
+def test_examples_with_a_real_model_but_no_key_is_a_one_line_setup_error() -> None:
+    line = one_line_error(trioagent("examples", "01", TRIOAGENT_MODEL="openai:gpt-4o-mini"))
+    assert "OPENAI_API_KEY" in line
+
+
+def test_examples_with_an_unknown_provider_is_a_one_line_setup_error() -> None:
+    line = one_line_error(trioagent("examples", "01", TRIOAGENT_MODEL="nosuch:model"))
+    assert "<provider>:<model>" in line
+
+
+def test_examples_in_a_directory_without_examples_is_a_one_line_error(tmp_path: Path) -> None:
+    line = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path)))
+    assert "no numbered example scripts" in line
+    missing = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path / "nope")))
+    assert "no examples/ directory" in missing
+
+
+def test_chat_with_an_invalid_base_url_port_is_a_one_line_error() -> None:
+    done = trioagent(
+        "chat",
+        "--model",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:notaport/v1",
+        OPENAI_API_KEY="sk-x",
+    )
+    assert "invalid base URL" in one_line_error(done)

@@ -1,8 +1,8 @@
 """The example suite, end to end: every ``examples/NN_*.py`` runs in a fresh interpreter against
 the embedded loopback server and must exit 0 after printing its ``ok:`` lines.
 
-Each example checks its own outcome with ``check(...)`` (DESIGN.md §4's promise), so a failing
-example here means the library broke the promise in a real scenario (real sockets, real SSE).
+Each example checks its own outcome with ``check(...)`` (a cancelled reply ends cleanly, with
+exactly one end event), so a failing example here means the library broke the promise in a real scenario (real sockets, real SSE).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Mem0Middleware (trioagent/middleware/_mem0.py) over a fake async mem0 client, and
-Mem0PlatformClient (trioagent/middleware/_mem0_client.py) against a loopback route
-(tools_middleware.md §8.7)."""
+"""Mem0Middleware over a fake async mem0 client, and Mem0PlatformClient against a loopback
+route: the memory search and write-back around a reply, the memory tools, the hosted
+platform's wire shape, and the edge cases (odd answers, transport failures, interruptions
+during HTTP calls, keys never shown)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 from functools import partial
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -22,6 +24,7 @@ from trioagent.event import (
     ReplyEndEvent,
     UserConfirmResultEvent,
 )
+from trioagent.memory import extract_memory_texts, extract_query_text, mem0_extracted_anything
 from trioagent.message import (
     AssistantMsg,
     HintBlock,
@@ -32,13 +35,12 @@ from trioagent.message import (
     ToolResultState,
     UserMsg,
 )
-from trioagent.middleware import Mem0APIError, Mem0Middleware, Mem0PlatformClient
-from trioagent.middleware._mem0 import (
-    DEFAULT_TOOL_INSTRUCTIONS,
-    extract_memory_texts,
-    extract_query_text,
-    mem0_extracted_anything,
+from trioagent.middleware import (
+    Mem0APIError,
+    Mem0Middleware,
+    Mem0PlatformClient,
 )
+from trioagent.middleware._mem0 import DEFAULT_TOOL_INSTRUCTIONS
 from trioagent.model import ChatResponse
 from trioagent.permission import PermissionBehavior, PermissionContext, PermissionDecision
 from trioagent.testing import (
@@ -506,7 +508,7 @@ async def test_search_tool_searches_each_keyword_with_the_limit() -> None:
         ("q1", {"filters": filters, "top_k": 3}),
         ("q2", {"filters": filters, "top_k": 3}),
     ]
-    assert mw._top_k == 5
+    assert mw.memory.top_k == 5
     assert result_texts(agent) == [("success", "- q1-fact\n- shared\n- q2-fact")]
 
 
@@ -729,3 +731,212 @@ async def test_platform_client_errors_and_options(
     monkeypatch.delenv("MEM0_API_KEY")
     with pytest.raises(ValueError, match="MEM0_API_KEY"):
         Mem0PlatformClient()
+
+
+# -- Mem0 over HTTP: edge cases ---------------------------------------------------------------
+
+
+KEY = "m0-very-secret-key-0123456789"
+
+
+async def start_server(nursery: trio.Nursery) -> OpenAICompatibleServer:
+    server: OpenAICompatibleServer = await nursery.start(partial(serve_openai_compatible, []))
+    return server
+
+
+def host_of(server: OpenAICompatibleServer) -> str:
+    return f"http://{server.host}:{server.port}"
+
+
+def ok_add(request: RecordedRequest) -> ScriptedResponse:
+    return ScriptedResponse.json({"results": [{"id": "1", "event": "ADD"}]})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ScriptedResponse(
+            status=500, body=f"boom, your key is {KEY}".encode(), media_type="text/plain"
+        ),
+        ScriptedResponse.json({"error": {"message": f"bad key {KEY}", "code": KEY}}, status=401),
+        ScriptedResponse.json({"detail": f"Token {KEY} rejected"}, status=403),
+        ScriptedResponse(status=200, body=b"{not json", media_type="application/json"),
+        ScriptedResponse(status=200, body=f"<html>{KEY}</html>".encode(), media_type="text/html"),
+    ],
+)
+async def test_a_failing_search_over_http_keeps_the_reply_and_hides_the_key(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture, answer: ScriptedResponse
+) -> None:
+    server = await start_server(nursery)
+    server.add_route("POST", "/v2/memories/search/", lambda request: answer)
+    adds: list[RecordedRequest] = []
+
+    def add(request: RecordedRequest) -> ScriptedResponse:
+        adds.append(request)
+        return ok_add(request)
+
+    server.add_route("POST", "/v1/memories/", add)
+    async with Mem0PlatformClient(KEY, host=host_of(server)) as client:
+        mw = Mem0Middleware(user_id="alice", client=client, mode="static_control")
+        agent, _ = make_agent([text("answer")], middlewares=[mw])
+        rec = Recorder()
+        with caplog.at_level(logging.DEBUG):
+            msg = await agent.reply(user("hello"), on_event=rec)
+        assert KEY not in repr(client)
+        assert KEY not in repr(mw)
+    assert msg.get_text_content() == "answer"
+    assert [str(e.finished_reason) for e in rec.ends] == ["completed"]
+    assert "mem0 search failed" in caplog.text
+    assert KEY not in caplog.text
+    assert all(KEY not in str(e) for e in rec.events)
+    assert len(adds) == 1  # the write-back still happens
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"results": "not a list"},
+        [1, None, {"memory": ""}, {"text": None}, {"other": "x"}],
+        {"results": [{"memory": 5}, {"text": "kept"}]},
+        "just a string",
+        None,
+        42,
+    ],
+)
+async def test_odd_but_valid_json_search_answers(nursery: trio.Nursery, payload: Any) -> None:
+    server = await start_server(nursery)
+    server.add_route("POST", "/v2/memories/search/", lambda r: ScriptedResponse.json(payload))
+    server.add_route("POST", "/v1/memories/", ok_add)
+    async with Mem0PlatformClient(KEY, host=host_of(server)) as client:
+        mw = Mem0Middleware(user_id="alice", client=client, mode="static_control")
+        agent, _ = make_agent([text("answer")], middlewares=[mw])
+        msg = await agent.reply(user("hello"))
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    memory_hints = [m for m in agent.state.context if m.name == "memory"]
+    if isinstance(payload, dict) and payload.get("results") == [{"memory": 5}, {"text": "kept"}]:
+        [memory] = memory_hints
+        assert "- 5\n- kept" in str(memory.content[0].hint)  # type: ignore[union-attr]
+    else:
+        assert memory_hints == []
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        httpx.ReadTimeout("read timed out"),
+        httpx.ConnectTimeout("connect timed out"),
+        httpx.ConnectError("refused"),
+        httpx.RemoteProtocolError("peer closed"),
+    ],
+)
+async def test_transport_failures_become_mem0_errors_and_the_reply_completes(
+    caplog: pytest.LogCaptureFixture, exc: Exception
+) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        raise exc
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = Mem0PlatformClient(KEY, host="http://mem0.invalid", http_client=http)
+    with pytest.raises(Mem0APIError) as info:
+        await client.add("x", user_id="u")
+    assert info.value.status_code is None
+    assert KEY not in str(info.value)
+    assert KEY not in repr(info.value)
+    mw = Mem0Middleware(user_id="alice", client=client, mode="static_control")
+    agent, _ = make_agent([text("answer")], middlewares=[mw])
+    rec = Recorder()
+    with caplog.at_level(logging.WARNING, logger="trioagent.middleware"):
+        msg = await agent.reply(user("hello"), on_event=rec)
+    await http.aclose()
+    assert msg.get_text_content() == "answer"
+    assert [str(e.finished_reason) for e in rec.ends] == ["completed"]
+    assert "mem0 search failed" in caplog.text
+    assert "mem0 add failed" in caplog.text
+    assert KEY not in caplog.text
+    assert [r.headers["authorization"] for r in seen] == [f"Token {KEY}"] * 3
+
+
+async def test_interrupt_during_an_http_search_ends_once_and_frees_the_connection(
+    nursery: trio.Nursery,
+) -> None:
+    server = await start_server(nursery)
+    arrived = trio.Event()
+    calls = {"search": 0}
+
+    async def search(request: RecordedRequest) -> ScriptedResponse:
+        calls["search"] += 1
+        if calls["search"] == 1:
+            arrived.set()
+            await trio.sleep_forever()
+        return ScriptedResponse.json({"results": [{"memory": "Alice likes tea"}]})
+
+    server.add_route("POST", "/v2/memories/search/", search)
+    server.add_route("POST", "/v1/memories/", ok_add)
+    async with Mem0PlatformClient(KEY, host=host_of(server)) as client:
+        mw = Mem0Middleware(user_id="alice", client=client, mode="static_control")
+        agent, model = make_agent([text("second answer")], middlewares=[mw])
+        rec = Recorder()
+
+        async def interrupt_when_the_search_arrives() -> None:
+            await arrived.wait()
+            agent.interrupt()
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as inner:
+                inner.start_soon(interrupt_when_the_search_arrives)
+                msg = await agent.reply(user("hello"), on_event=rec)
+        assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+        assert rec.types == ["REPLY_START", "REPLY_END"]
+        assert model.requests == []
+        with trio.fail_after(10):
+            await server.wait_until(lambda: server.connections[0].closed.is_set())
+        assert server.connections[0].closed_by_client
+        # The client is still usable: the next reply searches, answers and writes back.
+        rec2 = Recorder()
+        with trio.fail_after(10):
+            msg2 = await agent.reply(user("again"), on_event=rec2)
+    assert msg2.get_text_content() == "second answer"
+    assert [str(e.finished_reason) for e in rec2.ends] == ["completed"]
+    assert [r.path for r in server.requests] == [
+        "/v2/memories/search/",
+        "/v2/memories/search/",
+        "/v1/memories/",
+    ]
+
+
+async def test_interrupt_during_an_http_write_back_ends_once_and_frees_the_connection(
+    nursery: trio.Nursery,
+) -> None:
+    server = await start_server(nursery)
+    arrived = trio.Event()
+
+    async def add(request: RecordedRequest) -> ScriptedResponse:
+        arrived.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    server.add_route("POST", "/v2/memories/search/", lambda r: ScriptedResponse.json([]))
+    server.add_route("POST", "/v1/memories/", add)
+    async with Mem0PlatformClient(KEY, host=host_of(server)) as client:
+        mw = Mem0Middleware(user_id="alice", client=client, mode="static_control")
+        agent, _ = make_agent([text("answer")], middlewares=[mw])
+        rec = Recorder()
+
+        async def interrupt_when_the_write_arrives() -> None:
+            await arrived.wait()
+            agent.interrupt()
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as inner:
+                inner.start_soon(interrupt_when_the_write_arrives)
+                msg = await agent.reply(user("hello"), on_event=rec)
+        add_connection = server.connections[-1]
+        with trio.fail_after(10):
+            await server.wait_until(add_connection.closed.is_set)
+    assert len(rec.ends) == 1
+    assert isinstance(rec.events[-1], type(rec.ends[0]))
+    assert msg.get_text_content() == "answer"
+    assert add_connection.closed_by_client

@@ -1,12 +1,16 @@
 """trioagent.rag: the embedding base (batching, concurrency, retries, cache), the OpenAI
 embedding model over a loopback ``/v1/embeddings`` route, the in-memory vector store, the text
-splitter and the knowledge base (tools_middleware.md §9, model.md §6)."""
+splitter and the knowledge base; and their edge cases (chunk boundaries and multi-byte
+characters, store ties and dimension mismatches, zero and NaN vectors, HTTP errors, short or
+shuffled embedding answers, a cancelled multi-batch call)."""
 
 from __future__ import annotations
 
 import base64
 import itertools
 import json
+import math
+import random
 import struct
 from functools import partial
 from typing import Any
@@ -599,3 +603,368 @@ def test_chunk_and_document_types() -> None:
     with pytest.raises(TypeError):
         Chunk(content=42)  # type: ignore[arg-type]
     assert json.loads(json.dumps(attrs.asdict(Document(content="d", id="x"))))["id"] == "x"
+
+
+SOURCE = '{"label": "KnowledgeBase", "sublabel": ""}'
+
+
+# -- chunking -----------------------------------------------------------------------------------
+
+
+def spans(text: str, pieces: list[str]) -> list[tuple[int, int]]:
+    """Where each piece sits in ``text`` (unambiguous: the texts below never repeat a char)."""
+    assert len(set(text)) == len(text)
+    return [(text.index(p), text.index(p) + len(p)) for p in pieces]
+
+
+def test_split_empty_text_gives_one_empty_piece_and_no_chunk() -> None:
+    assert split_text("", chunk_size=1, overlap=0) == [""]
+    assert chunk_document(Document(content="")) == []
+    assert chunk_document(Document(content=" \n\t ")) == []
+
+
+def test_split_text_at_the_budget_stays_whole_and_one_token_more_splits() -> None:
+    fits = "abcd" * 8  # 32 bytes = 8 approximate tokens
+    assert split_text(fits, chunk_size=8, overlap=2) == [fits]
+    longer = fits + "wxyz"  # 9 tokens
+    pieces = split_text(longer, chunk_size=8, overlap=2)
+    assert len(pieces) == 2
+    assert pieces[0] == longer[:32]
+    assert pieces[1] == longer[24:]  # 8 bytes shared
+    single = split_text("é", chunk_size=1, overlap=0)  # 2 bytes, 0 tokens: whole
+    assert single == ["é"]
+
+
+@pytest.mark.parametrize(("chunk_size", "overlap"), [(5, 5), (5, 6), (5, -1), (0, 0), (-3, 0)])
+def test_split_text_rejects_bad_sizes(chunk_size: int, overlap: int) -> None:
+    with pytest.raises(ValueError, match=r"chunk_size|overlap"):
+        split_text("x" * 100, chunk_size=chunk_size, overlap=overlap)
+
+
+def test_knowledge_base_rejects_overlap_not_below_chunk_size() -> None:
+    with pytest.raises(ValueError, match="chunk_overlap"):
+        KnowledgeBase("kb", "d", Fixed(), InMemoryVectorStore(), chunk_size=4, chunk_overlap=4)
+
+
+def test_split_text_emoji_text_without_overlap_loses_and_repeats_nothing() -> None:
+    text = "a😀b🎉中é" * 30
+    for size in (1, 2, 3, 7):
+        pieces = split_text(text, chunk_size=size, overlap=0)
+        assert "".join(pieces) == text
+        assert all(0 < len(p.encode()) <= size * 4 for p in pieces)
+
+
+def test_split_text_with_overlap_covers_everything_and_shares_about_the_overlap() -> None:
+    rng = random.Random(7)
+    # Distinct characters of 1..4 UTF-8 bytes each, so every piece is located exactly.
+    pool = (
+        [chr(c) for c in range(0x21, 0x7F)]
+        + [chr(c) for c in range(0xC0, 0x180)]
+        + [chr(c) for c in range(0x4E00, 0x4F00)]
+        + [chr(c) for c in range(0x1F600, 0x1F650)]
+    )
+    for _ in range(200):
+        text = "".join(rng.sample(pool, rng.randint(0, 60)))
+        size = rng.randint(2, 12)
+        overlap = rng.randint(0, size - 2)  # chunk_size - overlap >= 2: see the report
+        pieces = split_text(text, chunk_size=size, overlap=overlap)
+        if len(text.encode()) // 4 <= size:
+            assert pieces == [text]
+            continue
+        located = spans(text, pieces)
+        assert located[0][0] == 0
+        assert located[-1][1] == len(text)
+        for (start1, end1), (start2, end2) in itertools.pairwise(located):
+            assert start1 < start2 <= end1 < end2  # nothing lost, progress made
+            shared = len(text[start2:end1].encode())
+            assert shared <= overlap * 4 + 3  # at most the overlap, rounded up to a char
+        assert all(len(p.encode()) <= size * 4 for p in pieces)
+
+
+def test_chunk_document_keeps_source_metadata_and_numbering_per_document() -> None:
+    doc = Document(content="x" * 50, metadata={"k": [1]}, id="doc-7")
+    chunks = chunk_document(doc, chunk_size=4, overlap=1)
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    assert all(c.total_chunks == len(chunks) and c.source == "doc-7" for c in chunks)
+    chunks[0].metadata["new"] = True
+    assert "new" not in doc.metadata
+
+
+# -- the in-memory store ------------------------------------------------------------------------
+
+
+def vector_record(doc: str, vector: list[float], index: int = 0, text: str = "t") -> VectorRecord:
+    return VectorRecord(
+        vector=vector,
+        document_id=doc,
+        chunk=Chunk(content=text, source=f"{doc}.txt", chunk_index=index),
+    )
+
+
+async def filled_store(*records: VectorRecord, dimensions: int = 2) -> InMemoryVectorStore:
+    store = InMemoryVectorStore()
+    await store.create_collection("c", dimensions)
+    await store.insert("c", list(records))
+    return store
+
+
+async def test_store_search_k_bounds_and_empty_collections() -> None:
+    store = await filled_store(vector_record("a", [1.0, 0.0]), vector_record("b", [0.6, 0.8]))
+    hits = await store.search("c", [1.0, 0.0], top_k=50)
+    assert [h.document_id for h in hits] == ["a", "b"]
+    assert await store.search("c", [1.0, 0.0], top_k=0) == []
+    assert await store.search("c", [1.0, 0.0], top_k=-2) == []
+    empty = await filled_store()
+    assert await empty.search("c", [1.0, 0.0], top_k=3) == []
+    assert await empty.list_documents("c") == []
+    assert await empty.list_chunks("c", "nope") == []
+
+
+async def test_store_ties_keep_insertion_order() -> None:
+    store = await filled_store(*(vector_record(f"d{i}", [2.0, 2.0]) for i in range(6)))
+    hits = await store.search("c", [1.0, 1.0], top_k=4)
+    assert [h.document_id for h in hits] == ["d0", "d1", "d2", "d3"]
+    assert len({h.score for h in hits}) == 1
+
+
+async def test_store_dimension_mismatches_are_clear_errors() -> None:
+    store = await filled_store(vector_record("a", [1.0, 0.0]))
+    with pytest.raises(ValueError, match="expected 2, got 3"):
+        await store.search("c", [1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="expected 2, got 1"):
+        await store.insert("c", [vector_record("b", [1.0, 0.0]), vector_record("x", [1.0])])
+    assert [d.document_id for d in await store.list_documents("c")] == ["a"]  # all or none
+    with pytest.raises(ValueError, match="positive"):
+        await store.create_collection("d", 0)
+    await store.create_collection("c", 5)  # exists: a no-op, the dimensions stay
+    assert store.dimensions("c") == 2
+
+
+async def test_knowledge_base_over_a_collection_of_another_size_fails_clearly() -> None:
+    store = await filled_store(vector_record("a", [1.0, 0.0]))
+    kb = KnowledgeBase("kb", "d", Fixed(dimensions=3), store, collection="c")
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        await kb.add_texts(["hello"])
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        await kb.search(["hello"])
+
+
+def test_cosine_of_zero_vectors_is_the_worst_score() -> None:
+    assert cosine_similarity([0.0, 0.0], [0.0, 0.0]) == -1.0
+    assert cosine_similarity([1.0, 0.0], [0.0, 0.0]) == -1.0
+    assert cosine_similarity([3.0, 4.0], [6.0, 8.0]) == pytest.approx(1.0)
+
+
+async def test_zero_vectors_rank_last() -> None:
+    store = await filled_store(
+        vector_record("zero", [0.0, 0.0]),
+        vector_record("opposite", [-1.0, -0.01]),
+        vector_record("same", [1.0, 0.0]),
+    )
+    hits = await store.search("c", [1.0, 0.0], top_k=3)
+    assert [h.document_id for h in hits] == ["same", "opposite", "zero"]
+    assert hits[-1].score == -1.0
+    assert await store.search("c", [0.0, 0.0], top_k=1) != []  # a zero query still answers
+
+
+async def test_delete_then_reinsert_replaces_a_document() -> None:
+    store = await filled_store(
+        vector_record("doc", [1.0, 0.0], text="old"), vector_record("other", [0.0, 1.0])
+    )
+    await store.delete("c", "missing")  # unknown document: no-op
+    await store.delete("nowhere", "doc")  # unknown collection: no-op
+    await store.delete("c", "doc")
+    await store.insert("c", [vector_record("doc", [1.0, 0.0], text="new")])
+    hits = await store.search("c", [1.0, 0.0], top_k=5)
+    assert [(h.document_id, h.chunk.text) for h in hits] == [("doc", "new"), ("other", "t")]
+
+
+async def test_knowledge_base_delete_stays_in_its_scope() -> None:
+    store = InMemoryVectorStore()
+    mine = KnowledgeBase("a", "d", Fixed(), store, collection="shared", metadata_filter={"t": 1})
+    theirs = KnowledgeBase("b", "d", Fixed(), store, collection="shared", metadata_filter={"t": 2})
+    await mine.insert_document([Chunk(content="mine")], document_id="same-id")
+    await theirs.insert_document([Chunk(content="theirs")], document_id="same-id")
+    await mine.delete_document("same-id")
+    assert await mine.list_documents() == []
+    assert [c.text for c in await theirs.list_chunks("same-id")] == ["theirs"]
+    assert [h.chunk.text for h in await theirs.search(["q"])] == ["theirs"]
+
+
+async def test_knowledge_base_search_ties_and_top_k_larger_than_the_store() -> None:
+    store = InMemoryVectorStore()
+    kb = KnowledgeBase("kb", "d", Fixed(), store)
+    ids = await kb.add_texts(["one", "two", "three"])
+    hits = await kb.search(["q", "q again"], top_k=10)
+    assert [h.document_id for h in hits] == ids  # equal scores: insertion order, deduplicated
+    assert await kb.search(["q"], top_k=0) == []
+    assert await kb.search([], top_k=3) == []
+
+
+# -- the embedding base and the OpenAI model over loopback -------------------------------------
+
+
+class Fixed(EmbeddingModelBase):
+    """Every text → a fixed unit vector; counts provider batches."""
+
+    def __init__(self, model: str = "fixed", *, dimensions: int = 2, **kwargs: Any) -> None:
+        super().__init__(model, dimensions=dimensions, **kwargs)
+        self.batches: list[list[Any]] = []
+
+    async def _call_api(self, batch: list[Any], **kwargs: Any) -> EmbeddingResponse:
+        self.batches.append(list(batch))
+        await trio.lowlevel.checkpoint()
+        vector = [1.0] + [0.0] * (self.dimensions - 1)
+        return EmbeddingResponse(
+            embeddings=[list(vector) for _ in batch], usage=EmbeddingUsage(tokens=1)
+        )
+
+
+async def test_cache_key_includes_model_dimensions_and_kwargs() -> None:
+    cache = InMemoryEmbeddingCache()
+    small = Fixed("m1", dimensions=2, cache=cache)
+    wide = Fixed("m1", dimensions=3, cache=cache)
+    other = Fixed("m2", dimensions=2, cache=cache)
+    assert (await small(["x"])).embeddings == [[1.0, 0.0]]
+    assert (await wide(["x"])).embeddings == [[1.0, 0.0, 0.0]]
+    assert (await other(["x"])).source == "api"
+    assert (await small(["x"], user="u")).source == "api"
+    assert (await small(["x"])).source == "cache"
+    assert [len(m.batches) for m in (small, wide, other)] == [2, 1, 1]
+    assert len(cache) == 4
+
+
+def vec(text: str) -> list[float]:
+    return [float(len(text)), float(ord(text[0]))]
+
+
+def data_for(texts: list[str], order: list[int]) -> dict[str, Any]:
+    return {"data": [{"index": i, "embedding": vec(texts[i])} for i in order]}
+
+
+async def test_http_500_is_retried_then_raised(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.add_route(
+        "POST",
+        "/v1/embeddings",
+        lambda r: ScriptedResponse.json({"error": {"message": "boom"}}, status=500),
+    )
+    async with embedder(server, dimensions=2, max_retries=2, retry_delay=3.0) as model:
+        start = trio.current_time()
+        with pytest.raises(ModelUpstreamError, match="boom") as caught:
+            await model(["x"])
+    assert caught.value.status_code == 500
+    assert len(server.requests) == 3
+    assert trio.current_time() - start == pytest.approx(6.0)
+
+
+async def test_fewer_vectors_than_inputs_name_the_missing_ones(
+    server: OpenAICompatibleServer,
+) -> None:
+    texts = ["aa", "b", "cccc"]
+    server.add_route(
+        "POST", "/v1/embeddings", lambda r: ScriptedResponse.json(data_for(texts, [2, 0]))
+    )
+    async with embedder(server, dimensions=2, max_retries=0) as model:
+        with pytest.raises(ModelUpstreamError, match=r"no vector for input\(s\) \[1\]"):
+            await model(texts)
+
+
+async def test_shuffled_indexes_are_placed_and_duplicates_fail(
+    server: OpenAICompatibleServer,
+) -> None:
+    texts = ["aa", "b", "cccc", "dd"]
+    answers = [data_for(texts, [3, 1, 0, 2]), data_for(texts, [0, 1, 1, 3])]
+    server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(answers.pop(0)))
+    async with embedder(server, dimensions=2, max_retries=0) as model:
+        assert (await model(texts)).embeddings == [vec(t) for t in texts]
+        with pytest.raises(ModelUpstreamError, match=r"\[2\]"):
+            await model(texts)
+
+
+async def test_a_trailing_extra_vector_is_ignored(server: OpenAICompatibleServer) -> None:
+    payload = {
+        "data": [
+            {"index": 1, "embedding": [0.0, 1.0]},
+            {"index": 0, "embedding": [1.0, 0.0]},
+            {"index": 9, "embedding": [5.0, 5.0]},  # beyond the inputs, at position 2
+        ]
+    }
+    server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(payload))
+    async with embedder(server, dimensions=2, max_retries=0) as model:
+        assert (await model(["a", "b"])).embeddings == [[1.0, 0.0], [0.0, 1.0]]
+
+
+async def test_a_cancelled_multi_batch_call_closes_every_connection(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.add_route(
+        "POST", "/v1/embeddings", lambda r: ScriptedResponse(body=[b"{"], stall_after=0)
+    )
+    async with embedder(server, dimensions=2, batch_size=1) as model:
+        with trio.fail_after(10):
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(model, ["a", "b", "c"])
+                    await server.wait_until(lambda: len(server.requests) == 3)
+                    scope.cancel()
+            assert scope.cancelled_caught
+            await server.wait_all_closed()
+        assert all(c.closed_by_client for c in server.connections)
+        server.add_route(
+            "POST",
+            "/v1/embeddings",
+            lambda r: ScriptedResponse.json(data_for(r.body["input"], [0])),
+        )
+        with trio.fail_after(10):
+            assert (await model(["zz"])).embeddings == [vec("zz")]  # the client still works
+
+
+# -- found by this hunt, fixed ---------------------------------------------------------------------
+
+
+async def test_a_nan_record_does_not_break_the_ranking() -> None:
+    store = InMemoryVectorStore()
+    await store.create_collection("c", 2)
+    await store.insert(
+        "c",
+        [
+            vector_record("half", [0.5, 0.5]),
+            vector_record("nan", [math.nan, 0.0]),
+            vector_record("same", [1.0, 0.0]),
+        ],
+    )
+    hits = await store.search("c", [1.0, 0.0], top_k=3)
+    assert [h.document_id for h in hits] == ["same", "half", "nan"]
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_cosine_survives_extreme_magnitudes(scale: float) -> None:
+    assert cosine_similarity([scale, 0.0], [scale, 0.0]) == pytest.approx(1.0)
+    assert cosine_similarity([scale, scale], [scale, scale]) == pytest.approx(1.0)
+    assert cosine_similarity([scale, 0.0], [0.0, scale]) == pytest.approx(0.0)
+
+
+def test_split_text_never_yields_a_piece_contained_in_its_predecessor() -> None:
+    text = "a😀b😀c😀d"  # mixed widths, overlap = chunk_size - 1
+    pieces = split_text(text, chunk_size=2, overlap=1)
+    for left, right in itertools.pairwise(pieces):
+        assert not left.endswith(right), (left, right, pieces)
+    assert pieces == ["a😀b", "b😀c", "c😀d"]
+
+
+async def test_an_out_of_range_index_never_overwrites_a_placed_vector(
+    server: OpenAICompatibleServer,
+) -> None:
+    payload = {
+        "data": [
+            {"index": 1, "embedding": [0.0, 1.0]},
+            {"index": 9, "embedding": [5.0, 5.0]},
+            {"index": 0, "embedding": [1.0, 0.0]},
+        ]
+    }
+    server.add_route("POST", "/v1/embeddings", lambda r: ScriptedResponse.json(payload))
+    async with embedder(server, dimensions=2, max_retries=0) as model:
+        response = await model(["a", "b"])
+    assert response.embeddings == [[1.0, 0.0], [0.0, 1.0]]

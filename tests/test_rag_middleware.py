@@ -1,13 +1,14 @@
-"""RAGMiddleware (trioagent/middleware/_rag.py): the reference scenarios of
-tools_middleware.md §8.5 (in-memory store instead of Qdrant, a stub embedding model with fixed
-vectors), the rerank, and the Trio guarantees: per-reply state (one instance, many agents),
-cancellation during the static search, checkpoint sweeps, and an agentic reply through the
-agent loop."""
+"""RAGMiddleware: static and agentic mode over an in-memory store and a stub embedding model
+with fixed vectors, the rerank, and the Trio guarantees: per-reply state (one instance, many
+agents), cancellation during the static search, checkpoint sweeps, and an agentic reply
+through the agent loop; and the edge cases (a failing knowledge base, hints merged across
+bases, a cancel sweep over a multi-batch static search)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 from typing import Any
 
 import attrs
@@ -30,14 +31,9 @@ from trioagent.message import (
     ToolResultState,
 )
 from trioagent.middleware import MiddlewareBase, NextHandler, RAGMiddleware
-from trioagent.middleware._rag import (
-    DEFAULT_HINT_TEMPLATE,
-    format_results,
-    wrap_hint,
-)
+from trioagent.middleware._rag import DEFAULT_HINT_TEMPLATE
 from trioagent.model import ChatResponse
-from trioagent.permission import PermissionBehavior
-from trioagent.permission._types import PermissionContext
+from trioagent.permission import PermissionBehavior, PermissionContext
 from trioagent.rag import (
     Chunk,
     EmbeddingModelBase,
@@ -46,6 +42,8 @@ from trioagent.rag import (
     KnowledgeBase,
     VectorRecord,
     VectorSearchResult,
+    format_results,
+    wrap_hint,
 )
 from trioagent.testing import ScriptedModel, SweepRun, cancel_sweep
 from trioagent.tool import Toolkit
@@ -787,3 +785,145 @@ async def test_cancel_sweep_over_a_static_reply(
     assert (["REPLY_START", "REPLY_END"], "interrupted") in kinds
     assert any("HINT_BLOCK" in types and end == "interrupted" for types, end in kinds)
     assert any(end == "completed" for _, end in kinds)
+
+
+# -- the middleware -----------------------------------------------------------------------------
+
+
+class Table(EmbeddingModelBase):
+    """Table lookup (default [1, 0, 0]), or an error for some texts."""
+
+    def __init__(self, table: dict[str, list[float]] | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("max_retries", 0)
+        super().__init__("table", dimensions=3, **kwargs)
+        self.table = table or {}
+        self.fail: Exception | None = None
+
+    async def _call_api(self, batch: list[Any], **kwargs: Any) -> EmbeddingResponse:
+        await trio.lowlevel.checkpoint()
+        if self.fail is not None:
+            raise self.fail
+        return EmbeddingResponse(
+            embeddings=[list(self.table.get(t, [1.0, 0.0, 0.0])) for t in batch]
+        )
+
+
+async def kb_with(name: str, rows: list[tuple[str, str, list[float]]], **kwargs: Any):
+    store = InMemoryVectorStore()
+    kb = KnowledgeBase(name, f"{name} facts", Table(**kwargs), store)
+    await kb.ensure_collection()
+    await store.insert(
+        kb.collection,
+        [
+            VectorRecord(vector=v, document_id=d, chunk=Chunk(content=t, source=f"{d}.md"))
+            for d, t, v in rows
+        ],
+    )
+    return kb
+
+
+def hints(context: list[Msg]) -> list[HintBlock]:
+    return [
+        b for m in context for b in m.content if isinstance(b, HintBlock) and b.source == SOURCE
+    ]
+
+
+def agent_with(mw: RAGMiddleware, steps: list[Any]) -> Agent:
+    return Agent(
+        "assistant",
+        "Be brief.",
+        ScriptedModel(steps),
+        middlewares=[mw],
+        injection_config=NO_INJECTION,
+    )
+
+
+async def test_one_failing_knowledge_base_drops_the_hint_logs_and_completes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = await kb_with("good", [("d1", "Paris is in France.", [1.0, 0.0, 0.0])])
+    bad = await kb_with("bad", [("d2", "x", [1.0, 0.0, 0.0])])
+    assert isinstance(bad.embedding_model, Table)
+    bad.embedding_model.fail = RuntimeError("index offline")
+    seen: list[list[Msg]] = []
+
+    def step(request: Any) -> ChatResponse:
+        seen.append(request.messages)
+        return ChatResponse(content=[TextBlock(text="ok")])
+
+    mw = RAGMiddleware([good, bad], {"mode": "static"})
+    agent = agent_with(mw, [step])
+    with caplog.at_level(logging.WARNING, logger="trioagent.middleware"):
+        msg = await agent.reply(UserMsg("user", "Where is Paris?"))
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert msg.get_text_content() == "ok"
+    assert hints(seen[0]) == []  # a failing base fails the whole search (as documented)
+    [warning] = [r for r in caplog.records if "knowledge-base search failed" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert "index offline" in warning.getMessage()
+
+
+async def test_static_hint_merges_bases_by_score_applies_the_threshold_and_sits_last() -> None:
+    first = await kb_with(
+        "first",
+        [("f1", "Lyon is in France.", [0.8, 0.6, 0.0]), ("f2", "Unrelated.", [0.0, 0.0, 1.0])],
+    )
+    second = await kb_with("second", [("s1", "Paris is in France.", [1.0, 0.0, 0.0])])
+    seen: list[list[Msg]] = []
+
+    def step(request: Any) -> ChatResponse:
+        seen.append(request.messages)
+        return ChatResponse(content=[TextBlock(text="ok")])
+
+    mw = RAGMiddleware([first, second], {"mode": "static", "top_k": 5, "score_threshold": 0.5})
+    agent = agent_with(mw, [step])
+    await agent.reply(UserMsg("user", "Where is Paris?"))
+    [hint] = hints(seen[0])
+    assert hint.hint == (
+        "<system-reminder>The following content is retrieved from the knowledge base(s) and "
+        "may be helpful for the current request:\n<content>"
+        "[1] (source: s1.md)\nParis is in France.\n\n[2] (source: f1.md)\nLyon is in France."
+        "</content></system-reminder>"
+    )
+    carrier = seen[0][-1]
+    assert carrier.role == "assistant"
+    assert carrier.content[-1].id == hint.id  # the hint is the carrier's last block
+    assert seen[0][-2].get_text_content() == "Where is Paris?"  # after the user's input
+    assert hints(agent.state.context) == []
+
+
+async def test_static_search_with_no_hits_injects_nothing() -> None:
+    kb = await kb_with("kb", [("d1", "far", [-1.0, 0.0, 0.0])])
+    seen: list[list[Msg]] = []
+
+    def step(request: Any) -> ChatResponse:
+        seen.append(request.messages)
+        return ChatResponse(content=[TextBlock(text="ok")])
+
+    mw = RAGMiddleware([kb], {"mode": "static", "score_threshold": 0.0})
+    await agent_with(mw, [step]).reply(UserMsg("user", "anything"))
+    assert hints(seen[0]) == []
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_cancel_sweep_over_a_multi_batch_static_search(
+    autojump_clock: trio.testing.MockClock, mode: str
+) -> None:
+    first = await kb_with("first", [("f1", "Paris is in France.", [1.0, 0.0, 0.0])], batch_size=1)
+    second = await kb_with("second", [("s1", "Cats.", [0.0, 1.0, 0.0])], batch_size=1)
+
+    def make_agent() -> Agent:
+        mw = RAGMiddleware([first, second], {"mode": "static", "top_k": 1})
+        return agent_with(mw, [ChatResponse(content=[TextBlock(text="In France.")])])
+
+    def inputs() -> list[Msg]:
+        return [UserMsg("user", "Where is Paris?"), UserMsg("bob", "And cats?")]
+
+    def check(run: SweepRun) -> None:
+        assert hints(run.agent.state.context) == []
+        assert "RAGMiddleware" not in run.agent.state.middle_context
+
+    report = await cancel_sweep(make_agent, inputs, mode=mode, check=check)
+    ends = [run.end.finished_reason if run.end else None for run in report.runs]
+    assert ReplyFinishedReason.INTERRUPTED in ends
+    assert ReplyFinishedReason.COMPLETED in ends

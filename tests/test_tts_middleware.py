@@ -1,7 +1,7 @@
-"""TTSMiddleware (trioagent/middleware/_tts.py): the standard and realtime event orders of the
-seed, base64 audio deltas correlated to the text block, cancellation during synthesis, a
-failing speech model, and a cancel sweep of TTS + ModelRouter stacked
-(tools_middleware.md §8.3)."""
+"""TTSMiddleware: the standard and realtime event orders, base64 audio deltas correlated to
+the text block, cancellation during synthesis, a failing speech model, and a cancel sweep of
+TTS + ModelRouter stacked; and the edge cases (speech models failing mid stream or hanging up,
+long and silent texts, realtime sessions across text blocks)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import pytest
 import trio
 import trio.testing
 from agent_helpers import Recorder, make_agent, user
-from tts_kit import PCM, ChannelRealtimeTTS, DirectRealtimeTTS, FakeTTS
+from agent_kit import call
+from middleware_kit import lookup_toolkit, no_tasks_left
+from tts_kit import PCM, ChannelRealtimeTTS, DirectRealtimeTTS, FakeTTS, chunk
 
 from trioagent._core.ids import set_id_factory
 from trioagent.agent import Agent
@@ -28,7 +30,7 @@ from trioagent.event import (
     TextBlockEndEvent,
     TextBlockStartEvent,
 )
-from trioagent.message import Msg, ToolCallBlock
+from trioagent.message import DataBlock, Msg, ToolCallBlock, URLSource
 from trioagent.middleware import (
     ChatModelCandidate,
     MiddlewareBase,
@@ -46,7 +48,7 @@ from trioagent.testing import (
     thinking_chunks,
 )
 from trioagent.tool import Toolkit
-from trioagent.tts import EspeakTTSModel, TTSError
+from trioagent.tts import EspeakTTSModel, TTSEmit, TTSError, TTSModelBase, TTSResponse
 from trioagent.types import ReplyFinishedReason
 
 
@@ -469,3 +471,353 @@ async def test_an_outer_layer_failing_on_audio_is_not_a_speech_failure() -> None
         await agent.reply(user(), on_event=rec)
     assert not any(isinstance(e, CustomEvent) for e in rec.events)
     assert_closed_before_the_end(rec.events)
+
+
+# -- shared helpers ----------------------------------------------------------------------------
+
+
+def custom_errors(events: Sequence[Any]) -> list[CustomEvent]:
+    return [e for e in events if isinstance(e, CustomEvent) and e.name == "tts_error"]
+
+
+def assert_blocks_closed_before_the_end(events: Sequence[AgentEvent]) -> None:
+    """Every data block opened got exactly one END, before the one REPLY_END (the last event)."""
+    ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
+    assert ends == [len(events) - 1]
+    starts = [e.block_id for e in events if isinstance(e, DataBlockStartEvent)]
+    closes = [e.block_id for e in events if isinstance(e, DataBlockEndEvent)]
+    assert sorted(starts) == sorted(closes)
+    assert len(set(starts)) == len(starts)
+    open_blocks: set[str] = set()
+    for event in events:
+        if isinstance(event, DataBlockStartEvent):
+            open_blocks.add(event.block_id)
+        elif isinstance(event, DataBlockDeltaEvent):
+            assert event.block_id in open_blocks, "a delta outside its block"
+        elif isinstance(event, DataBlockEndEvent):
+            open_blocks.remove(event.block_id)
+    assert not open_blocks
+
+
+# -- TTSMiddleware -----------------------------------------------------------------------------------
+
+
+class BreakingTTS(TTSModelBase):
+    """Standard mode: emits ``good`` chunks, then raises ``error`` (mid stream)."""
+
+    def __init__(self, good: int = 1, error: Exception | None = None) -> None:
+        super().__init__("breaking-tts")
+        self.good = good
+        self.error = error or TTSError("voice lost mid-sentence")
+        self.texts: list[str] = []
+
+    async def _synthesize(self, text: str, emit: TTSEmit) -> None:
+        self.texts.append(text)
+        for i in range(self.good):
+            await trio.lowlevel.checkpoint()
+            await emit(chunk(f"part{i}".encode(), "audio/wav"))
+        raise self.error
+
+
+class URLTTS(TTSModelBase):
+    """Standard mode: the audio is hosted; chunks carry a URL."""
+
+    def __init__(self) -> None:
+        super().__init__("url-tts")
+
+    async def _synthesize(self, text: str, emit: TTSEmit) -> None:
+        await trio.lowlevel.checkpoint()
+        source = URLSource(url="https://cdn.example/a.mp3", media_type="audio/mpeg")
+        await emit(TTSResponse(content=DataBlock(source=source), is_last=False))
+
+
+def two_text_rounds() -> tuple[Toolkit, list[Any]]:
+    return lookup_toolkit(), [
+        [
+            *text_chunks("First."),
+            ChatResponse(content=[call("c1", "lookup", q="x")], is_last=False),
+        ],
+        text_chunks("Second."),
+    ]
+
+
+async def tts_reply(
+    tts: TTSModelBase, steps: Sequence[Any], **kwargs: Any
+) -> tuple[Agent, Msg, Recorder]:
+    agent, _ = make_agent(list(steps), middlewares=[TTSMiddleware(tts)], **kwargs)
+    rec = Recorder()
+    msg = await agent.reply(user(), on_event=rec)
+    return agent, msg, rec
+
+
+async def test_a_speech_model_failing_mid_stream_closes_the_block_and_goes_silent() -> None:
+    tts = BreakingTTS(good=2)
+    toolkit, steps = two_text_rounds()
+    _, msg, rec = await tts_reply(tts, steps, toolkit=toolkit)
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert msg.get_text_content() == "Second."
+    assert [str(e.type) for e in data_events(rec.events)] == [
+        "DATA_BLOCK_START",
+        "DATA_BLOCK_DELTA",
+        "DATA_BLOCK_DELTA",
+        "DATA_BLOCK_END",
+    ]
+    (error,) = custom_errors(rec.events)
+    assert error.value == {"error": "TTSError", "message": "voice lost mid-sentence"}
+    assert rec.types.index("CUSTOM") > rec.types.index("DATA_BLOCK_END")
+    assert tts.texts == ["First."]  # the second block is not spoken any more
+    assert "TEXT_BLOCK_END" in rec.types[rec.types.index("CUSTOM") :]  # text still flows
+    assert_blocks_closed_before_the_end(rec.events)
+
+
+async def test_a_speech_model_failing_with_a_plain_error_is_contained() -> None:
+    _, msg, rec = await tts_reply(BreakingTTS(good=0, error=KeyError("voice")), [text_chunks("x")])
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert data_events(rec.events) == []
+    assert [e.value["error"] for e in custom_errors(rec.events)] == ["KeyError"]
+
+
+async def test_a_synthesis_without_audio_opens_no_block() -> None:
+    tts = FakeTTS([None, b""])
+    _, msg, rec = await tts_reply(tts, [text_chunks("Hello")])
+    assert tts.texts == ["Hello"]
+    assert data_events(rec.events) == []
+    assert custom_errors(rec.events) == []
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+
+
+async def test_empty_text_blocks_are_silent_in_both_modes() -> None:
+    standard = FakeTTS()
+    _, _, rec = await tts_reply(standard, [text_chunks("")])
+    assert standard.texts == []
+    assert data_events(rec.events) == []
+    realtime = DirectRealtimeTTS()
+    _, _, rec = await tts_reply(realtime, [text_chunks("", "")])
+    assert realtime.log == []
+    assert data_events(rec.events) == []
+
+
+async def test_url_audio_is_passed_as_a_url_delta() -> None:
+    _, _, rec = await tts_reply(URLTTS(), [text_chunks("Hi")])
+    start, delta, end = data_events(rec.events)
+    assert start.media_type == "audio/mpeg"
+    assert (delta.data, delta.url) == (None, "https://cdn.example/a.mp3")
+    assert start.block_id == delta.block_id == end.block_id
+
+
+async def test_a_very_long_text_is_spoken_once_in_standard_mode() -> None:
+    parts = [f"sentence {i}. " for i in range(2000)]
+    tts = FakeTTS([b"A", b"B"])
+    _, msg, rec = await tts_reply(tts, [text_chunks(*parts)])
+    assert tts.texts == ["".join(parts)]
+    assert msg.get_text_content() == "".join(parts)
+    assert [str(e.type) for e in data_events(rec.events)] == [
+        "DATA_BLOCK_START",
+        "DATA_BLOCK_DELTA",
+        "DATA_BLOCK_DELTA",
+        "DATA_BLOCK_END",
+    ]
+
+
+async def test_a_very_long_text_streams_through_one_realtime_session() -> None:
+    parts = [f"w{i} " for i in range(1000)]
+    tts = DirectRealtimeTTS(on_push=lambda t: b"x")
+    _, _, rec = await tts_reply(tts, [text_chunks(*parts)])
+    assert tts.log[0] == "open"
+    assert tts.log[-2:] == ["flush", "close"]
+    assert tts.log.count("open") == 1
+    assert len([e for e in rec.events if isinstance(e, DataBlockDeltaEvent)]) == 1001
+    assert len({e.block_id for e in data_events(rec.events)}) == 1
+    assert_blocks_closed_before_the_end(rec.events)
+
+
+async def test_realtime_session_serves_every_text_block_of_a_reply(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tts = ChannelRealtimeTTS(latency=0.25)
+    toolkit, steps = two_text_rounds()
+    _, msg, rec = await tts_reply(tts, steps, toolkit=toolkit)
+    assert msg.get_text_content() == "Second."
+    assert tts.log == ["connect", "close"]  # one session for both blocks
+    starts = [e for e in rec.events if isinstance(e, DataBlockStartEvent)]
+    assert len(starts) == 2
+    assert_blocks_closed_before_the_end(rec.events)
+    assert custom_errors(rec.events) == []
+
+
+async def test_realtime_provider_hanging_up_after_a_flush(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tts = ChannelRealtimeTTS(latency=0.25, hang_up_after_flush=True)
+    toolkit, steps = two_text_rounds()
+    _, msg, rec = await tts_reply(tts, steps, toolkit=toolkit)
+    assert msg.finished_reason == ReplyFinishedReason.COMPLETED
+    assert msg.get_text_content() == "Second."
+    (error,) = custom_errors(rec.events)
+    assert error.value["error"] == "TTSError"
+    assert "closed the session" in error.value["message"]
+    assert len([e for e in rec.events if isinstance(e, DataBlockStartEvent)]) == 1
+    assert_blocks_closed_before_the_end(rec.events)
+    assert tts.log == ["connect", "close"]
+    no_tasks_left()
+
+
+class BreakingStreamModel(ScriptedModel):
+    """Streams its scripted chunks, then the connection breaks (mid reply, blocks open)."""
+
+    async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+        await super()._stream_api(messages, tools, tool_choice, send)
+        await self._pause()
+        raise RuntimeError("model broke")
+
+
+async def test_a_model_error_while_a_realtime_audio_block_is_open(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tts = ChannelRealtimeTTS(latency=0.25)
+    model = BreakingStreamModel([text_chunks("a", "b")], chunk_delay=1.0)
+    agent, _ = make_agent(model=model, middlewares=[TTSMiddleware(tts)])
+    rec = Recorder()
+    with pytest.raises(RuntimeError, match="model broke"):
+        await agent.reply(user(), on_event=rec)
+    assert [str(e.finished_reason) for e in rec.ends] == ["error"]
+    assert any(isinstance(e, DataBlockStartEvent) for e in rec.events)
+    assert_blocks_closed_before_the_end(rec.events)
+    assert custom_errors(rec.events) == []
+    assert tts.log == ["connect", "close"]
+    no_tasks_left()
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_cancel_while_the_realtime_session_connects(
+    mode: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    tts = ChannelRealtimeTTS(latency=10.0)
+    agent, _ = make_agent([text_chunks("a", "b")], middlewares=[TTSMiddleware(tts)])
+    rec = Recorder()
+    result: list[Msg] = []
+    with trio.move_on_after(5 if mode == "outer" else 1000) as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                result.append(await agent.reply(user(), on_event=rec))
+
+            nursery.start_soon(run)
+            if mode == "interrupt":
+                await trio.sleep(5)
+                agent.interrupt()
+    assert scope.cancelled_caught == (mode == "outer")
+    assert "connect" not in tts.log
+    assert tts.log == ["close"]  # the half-open connection was closed anyway
+    assert data_events(rec.events) == []
+    assert [str(e.finished_reason) for e in rec.ends] == ["interrupted"]
+    assert rec.events[-1] is rec.ends[0]
+    if mode == "interrupt":
+        assert result[0].finished_reason == ReplyFinishedReason.INTERRUPTED
+    no_tasks_left()
+
+
+async def test_a_realtime_connect_failure_of_the_second_session_is_contained(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # One TTS instance, two replies: the second reply's session fails to open.
+    tts = ChannelRealtimeTTS(latency=0.25)
+    agent, _ = make_agent(
+        [text_chunks("one"), text_chunks("two")], middlewares=[TTSMiddleware(tts)]
+    )
+    first = Recorder()
+    await agent.reply(user(), on_event=first)
+    assert len(data_events(first.events)) == 4  # START, <one>, <end>, END
+    tts.connect_error = OSError("tts host gone")
+    second = Recorder()
+    msg = await agent.reply(user(), on_event=second)
+    assert msg.get_text_content() == "two"
+    assert [e.value for e in custom_errors(second.events)] == [
+        {"error": "OSError", "message": "tts host gone"}
+    ]
+    assert data_events(second.events) == []
+    assert tts.log == ["connect", "close", "close"]
+
+
+@pytest.mark.parametrize("mode", [CancelMode.INTERRUPT, CancelMode.OUTER])
+async def test_cancel_sweep_standard_tts_across_two_text_blocks(
+    mode: CancelMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    def make() -> Agent:
+        toolkit, steps = two_text_rounds()
+        agent, model = make_agent(
+            steps, toolkit=toolkit, middlewares=[TTSMiddleware(FakeTTS([b"A", b"B"], delay=0.5))]
+        )
+        model.chunk_delay = 0.25
+        return agent
+
+    def check(run: SweepRun) -> None:
+        if run.events:
+            assert_blocks_closed_before_the_end(run.events)
+        assert custom_errors(run.events) == []
+
+    report = await cancel_sweep(make, user, mode=mode, check=check)
+    cut_while_speaking = [
+        run
+        for run in report.runs[1:]
+        if run.end is not None
+        and run.end.finished_reason == "interrupted"
+        and len([e for e in run.events if isinstance(e, DataBlockDeltaEvent)]) % 2 == 1
+    ]
+    assert cut_while_speaking  # some cancellations landed between two audio chunks
+    assert len(data_events(report.runs[0].events)) == 8
+
+
+@pytest.mark.parametrize("mode", [CancelMode.INTERRUPT, CancelMode.OUTER])
+async def test_cancel_sweep_a_failing_realtime_provider(
+    mode: CancelMode, autojump_clock: trio.testing.MockClock
+) -> None:
+    def make() -> Agent:
+        agent, model = make_agent(
+            [text_chunks("a", "b", "c")],
+            middlewares=[TTSMiddleware(ChannelRealtimeTTS(latency=0.25, fail_on="b"))],
+        )
+        model.chunk_delay = 0.5
+        return agent
+
+    def check(run: SweepRun) -> None:
+        if run.events:
+            assert_blocks_closed_before_the_end(run.events)
+        assert len(custom_errors(run.events)) <= 1
+
+    report = await cancel_sweep(make, user, mode=mode, check=check)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == "completed"
+    assert len(custom_errors(report.runs[0].events)) == 1
+
+
+class WrappingTTS(TTSModelBase):
+    """A speech model that wraps whatever its emit raises (``raise TTSError(...) from exc``)."""
+
+    def __init__(self) -> None:
+        super().__init__("wrapping")
+
+    async def _synthesize(self, text: str, emit: TTSEmit) -> None:
+        try:
+            await emit(chunk(b"AUDIO", "audio/wav"))
+        except Exception as exc:
+            raise TTSError(f"synthesis failed: {exc}") from exc
+
+
+async def test_an_outer_failure_wrapped_by_the_speech_model_still_propagates() -> None:
+    from trioagent.middleware import MiddlewareBase
+
+    class Picky(MiddlewareBase):
+        async def on_reply(
+            self, agent: Any, input_kwargs: Any, next_handler: Any, emit: Any
+        ) -> None:
+            async def sink(item: Any) -> None:
+                if isinstance(item, DataBlockDeltaEvent):
+                    raise ValueError("no audio here")
+                await emit(item)
+
+            await next_handler(sink)
+
+    agent, _ = make_agent([text_chunks("hi")], middlewares=[Picky(), TTSMiddleware(WrappingTTS())])
+    with pytest.raises(ValueError, match="no audio here"):
+        await agent.reply(user())

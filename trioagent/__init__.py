@@ -4,6 +4,7 @@ A cancelled reply always ends in exactly one INTERRUPTED end event, with a consi
 resumable context, no orphaned task and no open connection.
 """
 
+from ._version import __version__ as __version__
 from .agent import Agent as Agent
 from .message import (
     AssistantMsg as AssistantMsg,
@@ -13,8 +14,6 @@ from .message import (
 )
 from .middleware import MiddlewareBase as MiddlewareBase
 from .tool import Toolkit as Toolkit
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

@@ -1,15 +1,16 @@
 """Agent middlewares: the hook base class and the chain's ``NextHandler``."""
 
-from ._agentic_memory import (
-    AgenticMemoryMiddleware as AgenticMemoryMiddleware,
+from ..memory import (
     LocalBackend as LocalBackend,
+    Mem0APIError as Mem0APIError,
+    Mem0PlatformClient as Mem0PlatformClient,
     MemoryBackend as MemoryBackend,
 )
+from ._agentic_memory import AgenticMemoryMiddleware as AgenticMemoryMiddleware
 from ._base import MiddlewareBase as MiddlewareBase
 from ._budget import ReplyBudgetControlMiddleware as ReplyBudgetControlMiddleware
 from ._chain import Emit as Emit, NextHandler as NextHandler
 from ._mem0 import Mem0Middleware as Mem0Middleware
-from ._mem0_client import Mem0APIError as Mem0APIError, Mem0PlatformClient as Mem0PlatformClient
 from ._rag import RAGMiddleware as RAGMiddleware
 from ._router import (
     ChatModelCandidate as ChatModelCandidate,

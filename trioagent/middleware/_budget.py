@@ -1,4 +1,4 @@
-"""``ReplyBudgetControlMiddleware``: a weighted token budget per reply (tools_middleware.md §8.1).
+"""``ReplyBudgetControlMiddleware``: a weighted token budget per reply.
 
 Every model call of a reply costs
 ``input_token_weight * input_tokens + output_token_weight * output_tokens`` (read from its
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core.json_types import JSONObject
 from ..event import ModelCallEndEvent, ReplyStartEvent
 from ..message import HintBlock
 from ..types import ToolChoice
@@ -45,7 +46,7 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def _check_non_negative(name: str, value: Any) -> float:
+def _check_non_negative(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{name} must be a non-negative number, got {value!r}")  # NaN too
     return value
@@ -61,7 +62,7 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
         input_token_weight: multiplier of a call's input tokens.
         output_token_weight: multiplier of a call's output tokens.
         hint_message: the hint appended to the context when the budget is exhausted (the
-            reference's name).
+            name AgentScope uses).
         hint: alias of ``hint_message``; wins when given.
 
     Hooks:
@@ -88,10 +89,9 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
     The instance is stateless (the cost lives in the agent's state, so it survives a
     park/resume and a JSON round trip) and can be shared between agents.
 
-    Differences from the reference: the reference appends the hint to the context's last
-    message whenever it is this agent's assistant message, even one of an earlier reply; here
-    the hint always goes to the current reply's message.  A ``ModelCallEndEvent`` with no
-    bucket starts from 0 instead of raising ``KeyError``.
+    The hint always goes to the current reply's assistant message, never to one of an earlier
+    reply that happens to end the context.  A ``ModelCallEndEvent`` with no bucket starts
+    from 0.
     """
 
     def __init__(
@@ -141,9 +141,9 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
         self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
     ) -> None:
         key = await self.get_middleware_key()
-        middle_context: dict[str, Any] = agent.state.middle_context
+        middle_context: JSONObject = agent.state.middle_context
 
-        async def sink(item: Any) -> None:
+        async def sink(item: object) -> None:
             if isinstance(item, ReplyStartEvent):
                 middle_context[key] = {item.reply_id: 0}
             elif isinstance(item, ModelCallEndEvent):

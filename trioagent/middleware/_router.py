@@ -1,5 +1,4 @@
-"""``ModelRouterMiddleware``: pick the chat model of each reply from the user's input
-(reference/tools_middleware.md §8.4).
+"""``ModelRouterMiddleware``: pick the chat model of each reply from the user's input.
 
 Once per reply the latest user text of the reply's inputs goes to a router — a
 :class:`~trioagent.classifier.ClassifierModelBase` asked one choice question, or a chat model
@@ -26,6 +25,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._core.json_types import JSONObject
 from ..classifier import ChoiceAnswer, ChoiceQuestion, ClassifierModelBase
 from ..event import (
     ExternalExecutionResultEvent,
@@ -78,8 +78,7 @@ class ModelRouterMiddleware(MiddlewareBase):
         timeout: seconds the routing call may take before the agent's own model is used
             (``None``: no limit besides the router's own timeouts).
 
-    Differences from the reference, deliberately: the ``ReplyStartEvent`` is passed on *before*
-    the routing call (an interruption while routing still shows a started reply that then
+    The ``ReplyStartEvent`` is passed on *before* the routing call (an interruption while routing still shows a started reply that then
     ends INTERRUPTED; outer middlewares see the routed model from the first model call on),
     and a stored name that is not a candidate any more (a state restored under another
     configuration) falls back to the agent's own model with a warning.
@@ -120,7 +119,7 @@ class ModelRouterMiddleware(MiddlewareBase):
             f"{instructions}\n\nSelect exactly one candidate using these criteria:\n"
             + json.dumps(criteria, ensure_ascii=False, indent=2)
         )
-        self.schema: dict[str, Any] = {
+        self.schema: JSONObject = {
             "type": "object",
             "properties": {"choice": {"type": "string", "enum": names}},
             "required": ["choice"],
@@ -140,7 +139,7 @@ class ModelRouterMiddleware(MiddlewareBase):
             agent.model = self._stored_model(agent, key, original)
         text = latest_user_text(inputs)
 
-        async def sink(item: Any) -> None:
+        async def sink(item: object) -> None:
             await emit(item)
             if isinstance(item, ReplyStartEvent):
                 name = await self.route(text) if text else None
@@ -152,7 +151,7 @@ class ModelRouterMiddleware(MiddlewareBase):
         finally:
             agent.model = original
 
-    def _stored_model(self, agent: Any, key: str, original: Any) -> Any:
+    def _stored_model(self, agent: Any, key: str, original: ChatModelBase) -> ChatModelBase:
         entry = agent.state.middle_context.get(key)
         name = entry.get(agent.state.reply_id) if isinstance(entry, dict) else None
         if name is None:
@@ -210,10 +209,10 @@ class ModelRouterMiddleware(MiddlewareBase):
         return choice if isinstance(choice, str) else None
 
 
-def latest_user_text(inputs: Any) -> str | None:
+def latest_user_text(inputs: object) -> str | None:
     """The text of the latest user message among ``inputs`` (``None``: none, or no text)."""
     if isinstance(inputs, Msg):
-        msgs: list[Any] = [inputs]
+        msgs: list[object] = [inputs]
     elif isinstance(inputs, list | tuple):
         msgs = list(inputs)
     else:

@@ -1,14 +1,14 @@
 """``TracingMiddleware``: OpenTelemetry spans for replies, model calls and tool executions.
 
-Follows the reference (tools_middleware.md §8.2) and the OpenTelemetry GenAI semantic
-conventions.  Span tree of one reply with one tool call::
+Follows the OpenTelemetry GenAI semantic conventions.  Span tree of one reply with one tool
+call::
 
     invoke_agent <agent>          on_reply       (parent: the caller's current span, if any)
     ├── chat <model>              on_model_call
     ├── execute_tool <tool>       on_acting      (also for tools of the concurrent acting nursery)
     └── chat <model>
 
-Design notes (trio_design.md §6):
+Design notes:
 
 * Spans wrap ``await next_handler(...)`` — never a ``yield`` — and the span is attached to the
   OpenTelemetry context of the running task for exactly that await and detached in ``finally``
@@ -27,7 +27,7 @@ Design notes (trio_design.md §6):
 * With no SDK tracer provider (the global provider is OpenTelemetry's proxy or no-op one, and
   none was passed), every hook is ``await next_handler()``: no sink, no per-event work.
 
-Attribute names are those of the reference (``gen_ai.*`` and ``agentscope.agent.*``), so that
+Attribute names are those AgentScope's tracing uses (``gen_ai.*`` and ``agentscope.agent.*``), so that
 dashboards built for AgentScope keep working; trioagent's own additions are ``trioagent.*``.
 """
 
@@ -36,13 +36,14 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import trio
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
+from .._version import __version__
 from ..event import (
     ExternalExecutionResultEvent,
     ModelCallEndEvent,
@@ -54,8 +55,7 @@ from ..event import (
     UserConfirmResultEvent,
 )
 from ..message import Msg, ToolCallBlock, ToolResultBlock
-from ..model._base import ChatModelBase
-from ..model._response import ChatResponse
+from ..model import ChatModelBase, ChatResponse
 from ..serialization import unstructure
 from ..tool import ToolResponse
 from ..types import FinishedReason, ReplyFinishedReason
@@ -94,12 +94,6 @@ def _is_cancellation(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_is_cancellation(e) for e in exc.exceptions)
     return False
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 class TracingMiddleware(MiddlewareBase):
@@ -149,7 +143,7 @@ class TracingMiddleware(MiddlewareBase):
         cached = self._cached
         if cached is not None and cached[0] is provider:
             return cached[1]
-        tracer = provider.get_tracer(TRACER_NAME, _version())
+        tracer = provider.get_tracer(TRACER_NAME, __version__)
         self._cached = (provider, tracer)
         return tracer
 
@@ -200,7 +194,7 @@ class TracingMiddleware(MiddlewareBase):
 # -- shared span handling ---------------------------------------------------------------------------
 
 
-def _build(factory: Callable[..., _T], *args: Any) -> _T | None:
+def _build(factory: Callable[..., _T], *args: object) -> _T | None:
     """Start a span; on a tracing bug, log it and run untraced (the span is started last, so
     a failure leaves no span open)."""
     try:
@@ -210,13 +204,13 @@ def _build(factory: Callable[..., _T], *args: Any) -> _T | None:
         return None
 
 
-def _conversation_id(agent: Any) -> str:
+def _conversation_id(agent: object) -> str:
     state = getattr(agent, "state", None)
     session_id = getattr(state, "session_id", None)
     return session_id if isinstance(session_id, str) and session_id else NO_SESSION_ID
 
 
-def _agent_models(agent: Any) -> list[Any]:
+def _agent_models(agent: object) -> list[object]:
     models = [getattr(agent, "model", None)]
     config = getattr(agent, "model_config", None)
     models.append(getattr(config, "fallback_model", None))
@@ -230,11 +224,11 @@ class _Trace:
     span: Span
     scrub: conv.Scrubber
 
-    def start(self, tracer: Tracer, name: str, attributes: dict[str, Any]) -> Span:
+    def start(self, tracer: Tracer, name: str, attributes: Mapping[str, object]) -> Span:
         """Start the span (parent: the current context) with all its start attributes."""
         return tracer.start_span(name, attributes=conv.clean_attributes(attributes, self.scrub))
 
-    def set(self, attributes: dict[str, Any]) -> None:
+    def set(self, attributes: Mapping[str, object]) -> None:
         """Set attributes in one call (``None`` values are skipped, strings scrubbed)."""
         self.span.set_attributes(conv.clean_attributes(attributes, self.scrub))
 
@@ -269,7 +263,7 @@ class _Trace:
             finally:
                 self.end()
 
-    async def sink(self, item: Any) -> None:  # pragma: no cover - overridden
+    async def sink(self, item: object) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def finish(self, error: BaseException | None) -> None:  # pragma: no cover - overridden
@@ -307,7 +301,7 @@ class _ReplyTrace(_Trace):
     )
 
     def __init__(
-        self, tracer: Tracer, agent: Any, input_kwargs: dict[str, Any], emit: Emit
+        self, tracer: Tracer, agent: object, input_kwargs: Mapping[str, object], emit: Emit
     ) -> None:
         self.tracer = tracer
         self.agent = agent
@@ -349,7 +343,7 @@ class _ReplyTrace(_Trace):
             },
         )
 
-    async def sink(self, item: Any) -> None:
+    async def sink(self, item: object) -> None:
         if type(item) in _REPLY_WATCHED:
             try:
                 self.observe(item)
@@ -359,7 +353,7 @@ class _ReplyTrace(_Trace):
             self.final_msg = item
         await self.emit(item)
 
-    def observe(self, item: Any) -> None:
+    def observe(self, item: object) -> None:
         if isinstance(item, ReplyStartEvent):
             self.reply_id = item.reply_id
         elif isinstance(item, ReplyEndEvent):
@@ -454,9 +448,9 @@ class _ModelCallTrace(_Trace):
     def __init__(
         self,
         tracer: Tracer,
-        agent: Any,
+        agent: object,
         model: ChatModelBase,
-        input_kwargs: dict[str, Any],
+        input_kwargs: Mapping[str, object],
         emit: Emit,
     ) -> None:
         self.emit = emit
@@ -464,7 +458,9 @@ class _ModelCallTrace(_Trace):
         self.scrub = conv.Scrubber(conv.secrets_of([model, *_agent_models(agent)]))
         provider = conv.provider_name(model)
         host, port = conv.server_address(model)
-        messages = input_kwargs.get("messages") or []
+        messages = input_kwargs.get("messages")
+        if not isinstance(messages, Iterable):
+            messages = []
         self.span = self.start(
             tracer,
             f"chat {model.model}",
@@ -486,16 +482,16 @@ class _ModelCallTrace(_Trace):
             },
         )
 
-    async def sink(self, item: Any) -> None:
+    async def sink(self, item: object) -> None:
         if not self.finalized and getattr(item, "is_last", False):
             self.finalize(item)
         await self.emit(item)
 
-    def finalize(self, response: Any) -> None:
+    def finalize(self, response: object) -> None:
         """The ``is_last`` response arrived: record it and end the span now."""
         self.finalized = True
         try:
-            attributes: dict[str, Any] = {
+            attributes: dict[str, object] = {
                 "gen_ai.response.finish_reasons": [conv.finish_reason(response)]
             }
             interrupted = False
@@ -544,7 +540,7 @@ class _ModelCallTrace(_Trace):
 class _ToolTrace(_Trace):
     __slots__ = ("emit", "response", "scrub", "span")
 
-    def __init__(self, tracer: Tracer, agent: Any, call: ToolCallBlock, emit: Emit) -> None:
+    def __init__(self, tracer: Tracer, agent: object, call: ToolCallBlock, emit: Emit) -> None:
         self.emit = emit
         self.response: ToolResponse | None = None
         self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
@@ -564,7 +560,7 @@ class _ToolTrace(_Trace):
             },
         )
 
-    async def sink(self, item: Any) -> None:
+    async def sink(self, item: object) -> None:
         if isinstance(item, ToolResponse):
             self.response = item
         await self.emit(item)

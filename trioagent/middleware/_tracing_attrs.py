@@ -1,8 +1,8 @@
 """Span attributes for :class:`~trioagent.middleware.TracingMiddleware` (pure functions).
 
 Converts messages, model requests and responses, tool calls and results into the attribute
-values of the OpenTelemetry GenAI semantic conventions, following the reference
-(tools_middleware.md §8.2.1, §8.2.2), and scrubs credentials out of every string it records.
+values of the OpenTelemetry GenAI semantic conventions (with the attribute names AgentScope's
+tracing uses), and scrubs credentials out of every string it records.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import attrs
 
+from .._core.json_types import JSONObject, JSONValue
 from ..message import (
     Base64Source,
     DataBlock,
@@ -28,7 +28,8 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ..model._response import ChatResponse
+from ..model import ChatResponse
+from ..serialization import unstructure
 from ..types import FinishedReason, ToolChoice
 
 __all__ = [
@@ -91,7 +92,7 @@ class Scrubber:
         return text
 
 
-def secrets_of(models: Iterable[Any]) -> list[str]:
+def secrets_of(models: Iterable[object]) -> list[str]:
     """Every secret the models' credentials may send: API keys and base-URL passwords."""
     found: list[str] = []
     for model in models:
@@ -113,7 +114,9 @@ def secrets_of(models: Iterable[Any]) -> list[str]:
     return found
 
 
-def clean_attributes(attributes: Mapping[str, Any], scrub: Scrubber) -> dict[str, AttributeValue]:
+def clean_attributes(
+    attributes: Mapping[str, object], scrub: Scrubber
+) -> dict[str, AttributeValue]:
     """Drop ``None`` values and scrub every string (also inside string sequences)."""
     cleaned: dict[str, AttributeValue] = {}
     for key, value in attributes.items():
@@ -133,7 +136,7 @@ def clean_attributes(attributes: Mapping[str, Any], scrub: Scrubber) -> dict[str
 # -- JSON ------------------------------------------------------------------------------------------
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
@@ -141,8 +144,6 @@ def _default(value: Any) -> Any:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     if attrs.has(type(value)):
-        from ..serialization import unstructure
-
         return unstructure(value)
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
@@ -154,7 +155,7 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def to_json(value: Any) -> str:
+def to_json(value: object) -> str:
     """``json.dumps(value, ensure_ascii=False)``, converting what JSON cannot hold."""
     return json.dumps(value, ensure_ascii=False, default=_default)
 
@@ -167,7 +168,7 @@ def _modality(media_type: str) -> str:
     return prefix if prefix in ("image", "audio", "video") else "unknown"
 
 
-def _data_part(block: DataBlock) -> dict[str, Any]:
+def _data_part(block: DataBlock) -> JSONObject:
     source = block.source
     if isinstance(source, Base64Source):
         return {
@@ -179,8 +180,8 @@ def _data_part(block: DataBlock) -> dict[str, Any]:
     return {"type": "uri", "uri": source.url, "modality": _modality(source.media_type)}
 
 
-def _parts(blocks: Iterable[Any]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
+def _parts(blocks: Iterable[object]) -> list[JSONObject]:
+    parts: list[JSONObject] = []
     for block in blocks:
         if isinstance(block, TextBlock):
             parts.append({"type": "text", "content": block.text})
@@ -188,7 +189,7 @@ def _parts(blocks: Iterable[Any]) -> list[dict[str, Any]]:
             parts.append({"type": "reasoning", "content": block.thinking})
         elif isinstance(block, ToolCallBlock):
             try:
-                arguments: Any = json.loads(block.input) if block.input.strip() else {}
+                arguments: JSONValue = json.loads(block.input) if block.input.strip() else {}
             except ValueError:
                 arguments = block.input
             parts.append(
@@ -196,7 +197,7 @@ def _parts(blocks: Iterable[Any]) -> list[dict[str, Any]]:
             )
         elif isinstance(block, ToolResultBlock):
             output = block.output
-            response: Any = output if isinstance(output, str) else _parts(output)
+            response: JSONValue = output if isinstance(output, str) else _parts(output)
             parts.append({"type": "tool_call_response", "id": block.id, "response": response})
         elif isinstance(block, DataBlock):
             parts.append(_data_part(block))
@@ -204,7 +205,7 @@ def _parts(blocks: Iterable[Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def to_otel_message(msg: Msg) -> dict[str, Any]:
+def to_otel_message(msg: Msg) -> JSONObject:
     """A message in the GenAI "input/output messages" shape."""
     return {
         "role": msg.role,
@@ -214,7 +215,7 @@ def to_otel_message(msg: Msg) -> dict[str, Any]:
     }
 
 
-def finish_reason(response: Any) -> str:
+def finish_reason(response: object) -> str:
     """``"interrupted"``, ``"stop"``, or ``"unknown"`` for something that is no ChatResponse."""
     if not isinstance(response, ChatResponse):
         return "unknown"
@@ -223,7 +224,7 @@ def finish_reason(response: Any) -> str:
     return "stop"
 
 
-def chat_output_messages(response: ChatResponse) -> list[dict[str, Any]]:
+def chat_output_messages(response: ChatResponse) -> list[JSONObject]:
     return [
         {
             "role": "assistant",
@@ -260,7 +261,7 @@ _OPENAI_HOSTS = (
 )
 
 
-def _base_url(model: Any) -> str | None:
+def _base_url(model: object) -> str | None:
     credential = getattr(model, "credential", None)
     if credential is None:
         return None
@@ -271,7 +272,7 @@ def _base_url(model: Any) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def provider_name(model: Any) -> str:
+def provider_name(model: object) -> str:
     """``gen_ai.provider.name``: from the class name; for OpenAI-compatible models, the host."""
     name = type(model).__name__
     for suffix in ("ChatModel", "MultiAgentModel", "ResponseModel"):
@@ -283,7 +284,7 @@ def provider_name(model: Any) -> str:
     return provider
 
 
-def server_address(model: Any) -> tuple[str | None, int | None]:
+def server_address(model: object) -> tuple[str | None, int | None]:
     """The host and port of the model's API (never the userinfo part of the URL)."""
     url = _base_url(model)
     if not url:
@@ -307,8 +308,8 @@ _REQUEST_KEYS = (
 )
 
 
-def _generation_parameters(model: Any, input_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+def _generation_parameters(model: object, input_kwargs: Mapping[str, object]) -> dict[str, object]:
+    merged: dict[str, object] = {}
     generate_kwargs = getattr(model, "generate_kwargs", None)
     if isinstance(generate_kwargs, Mapping):
         merged.update(generate_kwargs)
@@ -319,29 +320,40 @@ def _generation_parameters(model: Any, input_kwargs: Mapping[str, Any]) -> dict[
     return merged
 
 
-def request_attributes(model: Any, input_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def request_attributes(
+    model: object, input_kwargs: Mapping[str, object]
+) -> dict[str, AttributeValue]:
     """``gen_ai.request.*`` from the model's generation parameters and the call's kwargs."""
     params = _generation_parameters(model, input_kwargs)
-    out: dict[str, Any] = {}
+    out: dict[str, AttributeValue] = {}
     for attribute, keys in _REQUEST_KEYS:
         value = next((params[k] for k in keys if params.get(k) is not None), None)
         if value is None:
             continue
         if attribute == "stop_sequences":
-            value = [value] if isinstance(value, str) else [str(v) for v in value]
+            if isinstance(value, str):
+                value = [value]
+            elif isinstance(value, Iterable):
+                value = [str(v) for v in value]
+            else:
+                continue
         elif not isinstance(value, bool | int | float):
             continue
         out[f"gen_ai.request.{attribute}"] = value
     return out
 
 
-def tool_definitions(tools: Any, tool_choice: Any) -> str | None:
+def tool_definitions(tools: object, tool_choice: object) -> str | None:
     """``gen_ai.tool.definitions`` (JSON), or ``None`` when no tools may be called."""
-    if not tools or (isinstance(tool_choice, ToolChoice) and tool_choice.mode == "none"):
+    if not tools or not isinstance(tools, Iterable):
         return None
-    definitions: list[dict[str, Any]] = []
+    if isinstance(tool_choice, ToolChoice) and tool_choice.mode == "none":
+        return None
+    definitions: list[JSONObject] = []
     for schema in tools:
-        function = schema.get("function") if isinstance(schema, Mapping) else None
+        if not isinstance(schema, Mapping):
+            continue
+        function = schema.get("function")
         if not isinstance(function, Mapping):
             continue
         entry = {
@@ -354,7 +366,7 @@ def tool_definitions(tools: Any, tool_choice: Any) -> str | None:
     return to_json(definitions) if definitions else None
 
 
-def agent_description(agent: Any) -> str:
+def agent_description(agent: object) -> str:
     """The first paragraph of the agent class's docstring."""
     doc = type(agent).__doc__
     if not doc or not doc.strip():

@@ -1,5 +1,4 @@
-"""``TTSMiddleware``: speak the reply's text as it is written
-(reference/tools_middleware.md §8.3; the seed's built-in middleware chapter).
+"""``TTSMiddleware``: speak the reply's text as it is written.
 
 Every upstream item is passed on first; text blocks are then turned into audio, injected as a
 data block per text block (``DataBlockStartEvent`` / ``DataBlockDeltaEvent`` with base64 audio
@@ -116,7 +115,7 @@ class _Speaker:
         self.failed = False
         self.emit_error: BaseException | None = None
 
-    async def handle(self, item: Any) -> None:
+    async def handle(self, item: object) -> None:
         if self.failed:
             await self.emit(item)
             return

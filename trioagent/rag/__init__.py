@@ -1,8 +1,8 @@
-"""Retrieval-augmented generation: embedding models, vector stores and knowledge bases
-(reference/tools_middleware.md §9, reference/model.md §6).
+"""Retrieval-augmented generation: embedding models, vector stores, knowledge bases, and the
+search across them (merged by score, optionally reranked by a chat model).
 
 The agent-side piece is :class:`trioagent.middleware.RAGMiddleware`; this package holds what it
-searches::
+searches and how::
 
     from trioagent.rag import InMemoryVectorStore, KnowledgeBase, OpenAIEmbeddingModel
 
@@ -11,6 +11,7 @@ searches::
                        InMemoryVectorStore())
     await kb.add_texts(["Paid time off is 25 days a year."], source="pto.md")
     hits = await kb.search(["How many vacation days do I get?"], top_k=3)
+    hits = await search_across([kb, wiki], ["vacation days"], top_k=5, rerank_model=model)
 """
 
 from ._chunking import (
@@ -26,13 +27,25 @@ from ._embedding import (
     EmbeddingUsage as EmbeddingUsage,
     InMemoryEmbeddingCache as InMemoryEmbeddingCache,
 )
+from ._format import (
+    NO_RESULTS_TEXT as NO_RESULTS_TEXT,
+    format_results as format_results,
+    query_blocks as query_blocks,
+    wrap_hint as wrap_hint,
+)
 from ._knowledge import KnowledgeBase as KnowledgeBase
 from ._openai import OpenAIEmbeddingModel as OpenAIEmbeddingModel
+from ._rerank import (
+    DEFAULT_RERANK_PROMPT as DEFAULT_RERANK_PROMPT,
+    rerank_results as rerank_results,
+)
+from ._search import MAX_CANDIDATE_K as MAX_CANDIDATE_K, search_across as search_across
 from ._store import (
     InMemoryVectorStore as InMemoryVectorStore,
     VectorStoreBase as VectorStoreBase,
     cosine_similarity as cosine_similarity,
 )
+from ._tool import SearchKnowledgeTool as SearchKnowledgeTool
 from ._types import (
     Chunk as Chunk,
     Document as Document,
@@ -42,6 +55,9 @@ from ._types import (
 )
 
 __all__ = [
+    "DEFAULT_RERANK_PROMPT",
+    "MAX_CANDIDATE_K",
+    "NO_RESULTS_TEXT",
     "Chunk",
     "Document",
     "DocumentSummary",
@@ -54,11 +70,17 @@ __all__ = [
     "InMemoryVectorStore",
     "KnowledgeBase",
     "OpenAIEmbeddingModel",
+    "SearchKnowledgeTool",
     "VectorRecord",
     "VectorSearchResult",
     "VectorStoreBase",
     "approx_tokens",
     "chunk_document",
     "cosine_similarity",
+    "format_results",
+    "query_blocks",
+    "rerank_results",
+    "search_across",
     "split_text",
+    "wrap_hint",
 ]

@@ -1,4 +1,4 @@
-"""Splitting documents into chunks by an approximate token count (the reference's
+"""Splitting documents into chunks by an approximate token count (AgentScope's
 ``ApproxTokenChunker``).
 
 A string's size in tokens is approximated as ``len(text.encode("utf-8")) // 4`` — no

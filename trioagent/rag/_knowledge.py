@@ -1,5 +1,4 @@
-"""``KnowledgeBase``: one embedding model + one vector-store collection
-(reference/tools_middleware.md §9).
+"""``KnowledgeBase``: one embedding model + one vector-store collection.
 
 ::
 
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import attrs
 import trio
@@ -61,7 +59,7 @@ class KnowledgeBase:
         store: VectorStoreBase,
         *,
         collection: str | None = None,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
         chunk_size: int = 512,
         chunk_overlap: int = 50,
     ) -> None:
@@ -83,7 +81,7 @@ class KnowledgeBase:
         self.embedding_model = embedding_model
         self.store = store
         self.collection = collection or name
-        self.metadata_filter: dict[str, Any] | None = (
+        self.metadata_filter: dict[str, object] | None = (
             dict(metadata_filter) if metadata_filter else None
         )
         self.chunk_size = chunk_size
@@ -99,7 +97,7 @@ class KnowledgeBase:
 
     @property
     def vector_store(self) -> VectorStoreBase:
-        """The vector store (the reference's name for :attr:`store`)."""
+        """The vector store (AgentScope's name for :attr:`store`)."""
         return self.store
 
     async def ensure_collection(self) -> None:
@@ -163,7 +161,7 @@ class KnowledgeBase:
 
     # -- indexing -------------------------------------------------------------------------------
 
-    def _scoped(self, chunk: Chunk, document_metadata: Mapping[str, Any] | None) -> Chunk:
+    def _scoped(self, chunk: Chunk, document_metadata: Mapping[str, object] | None) -> Chunk:
         """A copy of ``chunk`` whose metadata is document < chunk < filter."""
         return attrs.evolve(
             chunk,
@@ -196,7 +194,7 @@ class KnowledgeBase:
         self,
         chunks: Sequence[Chunk],
         document_id: str | None = None,
-        document_metadata: Mapping[str, Any] | None = None,
+        document_metadata: Mapping[str, object] | None = None,
     ) -> str:
         """Embed and insert already-made chunks as one document; returns its id.
 
@@ -226,7 +224,7 @@ class KnowledgeBase:
         texts: Sequence[str | TextBlock],
         *,
         source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> list[str]:
         """Index each text as its own document (cited by ``source``, default its id)."""
         documents = [

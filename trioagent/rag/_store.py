@@ -1,5 +1,4 @@
-"""Vector stores: the :class:`VectorStoreBase` interface and :class:`InMemoryVectorStore`
-(reference/tools_middleware.md §9).
+"""Vector stores: the :class:`VectorStoreBase` interface and :class:`InMemoryVectorStore`.
 
 A store holds named collections of :class:`~trioagent.rag.VectorRecord` objects and finds the
 records most similar to a query vector.  Scores are always "higher is better"; a store whose
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Self
 
 import trio
 
@@ -50,7 +49,7 @@ class VectorStoreBase:
         self,
         collection: str,
         document_id: str,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> None:
         """Delete every record of one document (that also matches ``metadata_filter``)."""
         raise NotImplementedError
@@ -60,13 +59,13 @@ class VectorStoreBase:
         collection: str,
         query_vector: Sequence[float],
         top_k: int = 5,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> list[VectorSearchResult]:
         """The ``top_k`` records most similar to ``query_vector``, best first."""
         raise NotImplementedError
 
     async def list_documents(
-        self, collection: str, metadata_filter: Mapping[str, Any] | None = None
+        self, collection: str, metadata_filter: Mapping[str, object] | None = None
     ) -> list[DocumentSummary]:
         """One summary per document of the collection."""
         raise NotImplementedError
@@ -78,7 +77,7 @@ class VectorStoreBase:
         *,
         offset: int = 0,
         limit: int = 30,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> list[Chunk]:
         """The chunks ``offset .. offset+limit-1`` of one document, by ``chunk_index``.
 
@@ -89,8 +88,7 @@ class VectorStoreBase:
 
 def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
     """The cosine of the angle between two vectors; ``-1.0`` when either is all zeros or holds
-    a NaN or an infinity (as the reference's NaN handling: such a record ranks last and never
-    passes a score threshold).  Each vector is scaled by its largest component first, so very
+    a NaN or an infinity (such a record ranks last and never passes a score threshold).  Each vector is scaled by its largest component first, so very
     small or very large components neither underflow nor overflow.
 
     Raises:
@@ -107,7 +105,7 @@ def cosine_similarity(left: Sequence[float], right: Sequence[float]) -> float:
     return max(-1.0, min(1.0, cosine))
 
 
-def _matches(metadata: Mapping[str, Any], metadata_filter: Mapping[str, Any] | None) -> bool:
+def _matches(metadata: Mapping[str, object], metadata_filter: Mapping[str, object] | None) -> bool:
     if not metadata_filter:
         return True
     return all(k in metadata and metadata[k] == v for k, v in metadata_filter.items())
@@ -177,7 +175,7 @@ class InMemoryVectorStore(VectorStoreBase):
         self,
         collection: str,
         document_id: str,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> None:
         await trio.lowlevel.checkpoint()
         records = self._collections.get(collection)
@@ -194,7 +192,7 @@ class InMemoryVectorStore(VectorStoreBase):
         collection: str,
         query_vector: Sequence[float],
         top_k: int = 5,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> list[VectorSearchResult]:
         """Cosine similarity against every matching record; unknown collection → ``[]``.
 
@@ -223,7 +221,7 @@ class InMemoryVectorStore(VectorStoreBase):
         ]
 
     async def list_documents(
-        self, collection: str, metadata_filter: Mapping[str, Any] | None = None
+        self, collection: str, metadata_filter: Mapping[str, object] | None = None
     ) -> list[DocumentSummary]:
         await trio.lowlevel.checkpoint()
         groups: dict[str, list[VectorRecord]] = {}
@@ -247,7 +245,7 @@ class InMemoryVectorStore(VectorStoreBase):
         *,
         offset: int = 0,
         limit: int = 30,
-        metadata_filter: Mapping[str, Any] | None = None,
+        metadata_filter: Mapping[str, object] | None = None,
     ) -> list[Chunk]:
         await trio.lowlevel.checkpoint()
         chunks = [

@@ -1,5 +1,4 @@
-"""RAG data types: documents, chunks, vector records and search results
-(reference/tools_middleware.md §9).
+"""RAG data types: documents, chunks, vector records and search results.
 
 * :class:`Document` — something to index: a text (split into chunks by the knowledge base) or
   one multimodal :class:`~trioagent.message.DataBlock` (indexed whole), with the ``source``
@@ -18,12 +17,15 @@ from typing import Any
 import attrs
 
 from .._core.ids import generate_id
+from .._core.json_types import JSONObject
 from ..message import DataBlock, TextBlock
 
 __all__ = ["Chunk", "Document", "DocumentSummary", "VectorRecord", "VectorSearchResult"]
 
 
-def _check_content(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_content(
+    instance: object, attribute: attrs.Attribute[TextBlock | DataBlock], value: object
+) -> None:
     if not isinstance(value, TextBlock | DataBlock):
         raise TypeError(
             f"{type(instance).__name__}.content must be a TextBlock or a DataBlock, "
@@ -31,7 +33,7 @@ def _check_content(instance: Any, attribute: attrs.Attribute[Any], value: Any) -
         )
 
 
-def _text_block(value: Any) -> Any:
+def _text_block(value: object) -> Any:  # the validator rejects what is not a block
     return TextBlock(text=value) if isinstance(value, str) else value
 
 
@@ -53,7 +55,7 @@ class Chunk:
     source: str = ""
     chunk_index: int = 0
     total_chunks: int = 1
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
 
     @property
     def text(self) -> str | None:
@@ -75,7 +77,7 @@ class Document:
 
     content: TextBlock | DataBlock = attrs.field(converter=_text_block, validator=_check_content)
     source: str = ""
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
     id: str = attrs.field(factory=generate_id)
 
 
@@ -106,4 +108,4 @@ class DocumentSummary:
     document_id: str
     source: str
     chunk_count: int
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)

@@ -22,15 +22,15 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO
 
 import attrs
 import httpx
 import trio
 
-from .agent import Agent
-from .credential import CredentialBase
-from .event import (
+from ..agent import Agent
+from ..credential import CredentialBase
+from ..event import (
     AgentEvent,
     ReplyEndEvent,
     RequireExternalExecutionEvent,
@@ -44,18 +44,18 @@ from .event import (
     ToolResultTextDeltaEvent,
     UserInterruptEvent,
 )
-from .exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
-from .message import UserMsg
-from .model import ChatModelBase, chat_model_from_spec, credential_from_spec
-from .permission import PermissionDecision
-from .testing import (
+from ..exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
+from ..message import UserMsg
+from ..model import ChatModelBase, chat_model_from_spec, credential_from_spec
+from ..permission import PermissionDecision
+from ..testing import (
     OpenAICompatibleServer,
     RecordedRequest,
     ScriptedReply,
     ScriptedToolCall,
     serve_openai_compatible,
 )
-from .tool import Toolkit
+from ..tool import Toolkit
 
 __all__ = ["ChatOptions", "ChatSetupError", "run_chat"]
 
@@ -92,7 +92,7 @@ async def get_time() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -305,7 +305,7 @@ def _isatty(stream: TextIO) -> bool:
 # -- set-up --------------------------------------------------------------------------------------
 
 
-def _credential(options: ChatOptions) -> tuple[str, CredentialBase]:
+def resolve_credential(options: ChatOptions) -> tuple[str, CredentialBase]:
     try:
         credential = credential_from_spec(options.model, base_url=options.base_url)
     except ValueError as exc:
@@ -318,7 +318,7 @@ def _credential(options: ChatOptions) -> tuple[str, CredentialBase]:
     return options.model, credential
 
 
-async def _check_reachable(base_url: str) -> None:
+async def check_reachable(base_url: str) -> None:
     """Fail fast (one line) when nothing listens at ``base_url`` (skipped behind a proxy)."""
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return
@@ -365,8 +365,8 @@ async def run_chat(
     out = out if out is not None else sys.stdout
     real: ChatModelBase | None = None
     if options.model != EMBEDDED:
-        spec, credential = _credential(options)
-        await _check_reachable(credential.get_base_url())
+        spec, credential = resolve_credential(options)
+        await check_reachable(credential.get_base_url())
         real = chat_model_from_spec(spec, credential=credential, max_retries=1, retry_delay=0.5)
     async with trio.open_nursery() as nursery:
         server: OpenAICompatibleServer | None = None

@@ -1,6 +1,6 @@
 """``Mem0PlatformClient``: a minimal async client of the hosted Mem0 REST API, over httpx.
 
-Only the two calls :class:`~trioagent.middleware.Mem0Middleware` makes are implemented, with
+Only the two calls :class:`~trioagent.memory.Mem0Memory` makes are implemented, with
 the wire shape of Mem0's platform API (as documented at docs.mem0.ai/api-reference and sent by
 mem0's own ``AsyncMemoryClient``):
 
@@ -18,10 +18,11 @@ telemetry, and every other endpoint.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import httpx
 
+from .._core.json_types import JSONValue
 from .._http import HTTPClientOwner, send_request
 from ..exception import ModelError
 
@@ -92,13 +93,13 @@ class Mem0PlatformClient(HTTPClientOwner):
         self,
         query: str,
         *,
-        filters: dict[str, Any] | None = None,
+        filters: Mapping[str, object] | None = None,
         top_k: int | None = None,
         threshold: float | None = None,
-        **extra: Any,
-    ) -> Any:
+        **extra: object,
+    ) -> JSONValue:
         """Semantic search (``POST /v2/memories/search/``); returns the parsed JSON."""
-        body: dict[str, Any] = {"query": query, "filters": filters or {}}
+        body: dict[str, object] = {"query": query, "filters": filters or {}}
         if top_k is not None:
             body["top_k"] = top_k
         if threshold is not None:
@@ -107,15 +108,19 @@ class Mem0PlatformClient(HTTPClientOwner):
 
     async def add(
         self,
-        messages: list[dict[str, Any]] | str,
+        messages: Sequence[Mapping[str, object]] | str,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
         infer: bool | None = None,
-        **extra: Any,
-    ) -> Any:
+        **extra: object,
+    ) -> JSONValue:
         """Add memories (``POST /v1/memories/``); returns the parsed JSON."""
-        body: dict[str, Any] = {"messages": messages, "version": "v2", "output_format": "v1.1"}
+        body: dict[str, object] = {
+            "messages": messages,
+            "version": "v2",
+            "output_format": "v1.1",
+        }
         if user_id is not None:
             body["user_id"] = user_id
         if agent_id is not None:
@@ -124,7 +129,7 @@ class Mem0PlatformClient(HTTPClientOwner):
             body["infer"] = infer
         return await self._post("/v1/memories/", {**body, **extra})
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+    async def _post(self, path: str, body: dict[str, object]) -> JSONValue:
         if self.org_id is not None:
             body.setdefault("org_id", self.org_id)
         if self.project_id is not None:

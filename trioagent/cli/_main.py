@@ -1,0 +1,108 @@
+"""``python -m trioagent`` / ``trioagent``: the example suite and an interactive chat.
+
+    trioagent examples            run every example, one progress line each, then a table
+    trioagent examples --list     list the examples
+    trioagent examples NAME       run one (a number like ``01`` or part of its name)
+    trioagent chat                chat with the embedded demo model (offline)
+    trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
+
+Exit codes: 0 success, 1 an example failed, 2 a usage or set-up error (unknown example,
+missing API key, unreachable server), 130 the chat was quit with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import trio
+
+from ._chat import ChatOptions, ChatSetupError, run_chat
+from ._examples import run_examples
+
+__all__ = ["main"]
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    if not args.verbose:
+        # Retry warnings and the like would garble the conversation; errors still show.
+        logging.getLogger("trioagent").setLevel(logging.ERROR)
+    options = ChatOptions(model=args.model, base_url=args.base_url)
+    if args.system is not None:
+        options.system_prompt = args.system
+    try:
+        code: int = trio.run(run_chat, options)
+    except (ChatSetupError, BaseExceptionGroup) as exc:
+        # A set-up error may surface from inside a nursery, wrapped in a group.
+        found = _find(exc, ChatSetupError)
+        if found is None:
+            raise
+        print(f"error: {found}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    return code
+
+
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first ``kind`` leaf of ``exc`` (itself, or inside exception groups)."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _find(inner, kind)) is not None:
+                return found
+    return None
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    return run_examples(args.name, args.list)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trioagent",
+        description="trioagent: a Trio-native agent core whose cancelled replies always end "
+        "cleanly.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    examples = commands.add_parser(
+        "examples",
+        help="run the cancellation-focused example suite",
+        description="Run the example suite: each example is a script in examples/ that checks "
+        "its own outcome (exit code 0 = the promise held).",
+    )
+    examples.add_argument("name", nargs="?", help="run only the example matching NAME (e.g. 03)")
+    examples.add_argument("--list", action="store_true", help="list the examples and exit")
+    examples.set_defaults(func=cmd_examples)
+    chat = commands.add_parser(
+        "chat",
+        help="chat with an agent in the terminal",
+        description="Chat with an agent.  Answers stream as they arrive and tool calls are "
+        "shown.  Ctrl-C interrupts the current reply (the conversation continues); Ctrl-D "
+        "quits.  Without --model an embedded demo model answers offline.",
+    )
+    chat.add_argument(
+        "--model",
+        default=os.environ.get("TRIOAGENT_MODEL") or "embedded",
+        help="'embedded' (default; or $TRIOAGENT_MODEL) or 'openai:<model>' (key from "
+        "OPENAI_API_KEY)",
+    )
+    chat.add_argument(
+        "--base-url",
+        default=None,
+        help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI's)",
+    )
+    chat.add_argument("--system", default=None, help="the system prompt")
+    chat.add_argument(
+        "--verbose", action="store_true", help="show the library's warnings (retries, ...)"
+    )
+    chat.set_defaults(func=cmd_chat)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
