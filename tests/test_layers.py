@@ -52,7 +52,9 @@ def _strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
                     break
                 if child in on_stack:
                     low[node] = min(low[node], index[child])
@@ -137,7 +139,11 @@ def count_explicit_any(source: str) -> int:
     count = 0
     in_import = False
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.NAME and token.string in ("import", "from") and token.start[1] == 0:
+        if (
+            token.type == tokenize.NAME
+            and token.string in ("import", "from")
+            and token.start[1] == 0
+        ):
             in_import = True
         elif token.type == tokenize.NEWLINE:
             in_import = False
