@@ -12,11 +12,11 @@ import copy
 import json
 import logging
 import math
-from typing import Any
 
 import jsonschema
 from json_repair import repair_json
 
+from ._core.json_types import JSONObject, JSONValue
 from .exception import ToolJSONDecodeError
 
 __all__ = ["flatten_json_schema", "json_loads_with_repair"]
@@ -29,7 +29,7 @@ _SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "dependentS
 _INSTANCE_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
 
 
-def _has_dropped_keys(original: Any, repaired: Any) -> bool:
+def _has_dropped_keys(original: JSONValue, repaired: JSONValue) -> bool:
     """Whether a dict inside ``repaired`` lost a key its counterpart in ``original`` has."""
     if isinstance(original, dict) and isinstance(repaired, dict):
         return bool(original.keys() - repaired.keys()) or any(
@@ -48,7 +48,7 @@ def _has_dropped_keys(original: Any, repaired: Any) -> bool:
 MAX_REPAIR_CHARS = 100_000
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> JSONValue:
     raise ValueError(f"NaN and Infinity are not valid JSON numbers (got {name}).")
 
 
@@ -77,7 +77,7 @@ def _decode_error(json_str: str, message: str) -> ToolJSONDecodeError:
     )
 
 
-def _satisfies(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+def _satisfies(value: JSONObject, schema: JSONObject) -> bool:
     try:
         validator = jsonschema.validators.validator_for(schema)(schema)
         return bool(validator.is_valid(value))
@@ -85,7 +85,7 @@ def _satisfies(value: dict[str, Any], schema: dict[str, Any]) -> bool:
         return False
 
 
-def _is_finite(value: Any) -> bool:
+def _is_finite(value: JSONValue) -> bool:
     try:
         json.dumps(value, allow_nan=False)
     except ValueError:
@@ -93,13 +93,13 @@ def _is_finite(value: Any) -> bool:
     return True
 
 
-def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Parse ``json_str`` into a dict, repairing truncated or mistyped JSON
-    (reference/model.md §1.6, tools_middleware.md §5.5 step 3).
+def json_loads_with_repair(json_str: str, schema: JSONObject | None = None) -> JSONObject:
+    """Parse ``json_str`` into a dict, repairing truncated or mistyped JSON (tool-call arguments
+    and structured output as models write them).
 
     * blank text gives ``{}`` (a tool called without arguments);
     * a valid JSON object is returned verbatim when there is no ``schema`` or it satisfies the
-      schema (the reference repairs it anyway, which silently fills in schema defaults);
+      schema (AgentScope repairs it anyway, which silently fills in schema defaults);
     * otherwise ``json_repair`` repairs it, guided by ``schema`` (``"42"`` → ``42`` for an
       integer property).  A repair that drops keys of a valid object is refused (that would
       be a rewrite, not a repair: validation must see them);
@@ -113,7 +113,7 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
     if not json_str.strip():
         return {}
 
-    parsed: Any = None
+    parsed: JSONValue = None
     decoded = False
     try:
         parsed = json.loads(json_str, parse_constant=_reject_constant, parse_float=_finite_float)
@@ -143,7 +143,7 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
             json_str, f"{message} (The text is too long to be repaired automatically.)"
         )
     try:
-        repaired: Any = repair_json(
+        repaired: JSONValue = repair_json(
             json_str, return_objects=True, stream_stable=True, schema=schema
         )
     except Exception:  # json_repair is best effort; the original message is more useful
@@ -153,13 +153,13 @@ def json_loads_with_repair(json_str: str, schema: dict[str, Any] | None = None) 
         if isinstance(parsed, dict) and _has_dropped_keys(parsed, repaired):
             repaired = parsed
         if _is_finite(repaired):
-            result: dict[str, Any] = repaired
+            result: JSONObject = repaired
             return result
         message = "Error: NaN and Infinity are not valid JSON numbers."
     raise _decode_error(json_str, message)
 
 
-def _local_def_name(ref: Any) -> str | None:
+def _local_def_name(ref: JSONValue) -> str | None:
     """``X`` for ``#/$defs/X`` or ``#/definitions/X``; ``None`` for any other pointer (a
     deeper path such as ``#/$defs/A/properties/B`` is kept as it is, not guessed at)."""
     if not isinstance(ref, str):
@@ -170,14 +170,14 @@ def _local_def_name(ref: Any) -> str | None:
     return None
 
 
-def flatten_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def flatten_json_schema(schema: JSONObject) -> JSONObject:
     """Inline every local ``$ref`` (``#/$defs/X``, ``#/definitions/X``) and drop the defs.
 
     Some providers reject ``$defs``/``$ref`` in tool parameter schemas.  A circular reference
     is replaced by ``{"type": "object", "description": "(circular: X)"}``; external refs are
     kept.  The input is not modified.
     """
-    defs: dict[str, Any] = {}
+    defs: JSONObject = {}
     for key in ("$defs", "definitions"):
         if isinstance(schema.get(key), dict):
             defs.update(schema[key])
@@ -185,12 +185,12 @@ def flatten_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     root = {k: v for k, v in schema.items() if k not in ("$defs", "definitions")}
 
-    def resolve(obj: Any, visited: frozenset[str]) -> Any:
+    def resolve(obj: JSONValue, visited: frozenset[str]) -> JSONValue:
         if isinstance(obj, list):
             return [resolve(item, visited) for item in obj]
         if not isinstance(obj, dict):
             return obj
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         ref = obj.get("$ref")
         if ref is not None:
             name = _local_def_name(ref)
@@ -216,5 +216,5 @@ def flatten_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 out[key] = resolve(value, visited)
         return out
 
-    result: dict[str, Any] = resolve(root, frozenset())
+    result: JSONObject = resolve(root, frozenset())
     return result
