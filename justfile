@@ -2,11 +2,12 @@
 
 default: check test
 
-# ruff (lint + format check) and mypy strict
+# ruff (lint + format check), mypy strict and the import layers
 check:
     ruff check .
     ruff format --check .
     mypy --strict trioagent
+    lint-imports --no-cache
 
 # the test suite
 test *ARGS:
