@@ -41,7 +41,7 @@ from ..message import (
     ToolResultBlock,
     ToolResultState,
 )
-from ..middleware._chain import Emit
+from .._core.emit import Emit
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
 from ..tool import ToolChunk, ToolResponse
 from . import _background, _compress
@@ -308,7 +308,7 @@ async def run_tool(
         if _background.wants_background(tool):
             await _background.run_in_background(agent, acting_call, tool, sink)
         else:
-            await agent._acting_handler({"tool_call": acting_call}, sink)
+            await agent._acting_chain.run({"tool_call": acting_call}, sink)
     except BaseException as exc:
         if is_cancellation(exc):
             with trio.CancelScope(shield=True) as cleanup:
@@ -456,7 +456,7 @@ async def check_permission(
         }
     else:
         kwargs = {"tool_call": call, "tool": tool, "tool_input": tool_input}
-    decision = await agent._permission_handler(kwargs)
+    decision = await agent._permission_chain.result(kwargs)
     if not isinstance(decision, PermissionDecision):
         raise TypeError(
             f"the on_check_permission chain returned {type(decision).__name__}, "

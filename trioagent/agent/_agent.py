@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+import functools
+
+from .._core.chain import Chain, Kwargs, Layer, NextHandler, returning_layer
 from .._core.concurrency import is_cancellation
+from .._core.emit import Emit
 from ..event import (
     AgentEvent,
     EventBase,
@@ -41,7 +45,6 @@ from ..message import (
     UserMsg,
 )
 from ..middleware import MiddlewareBase
-from ..middleware._chain import Emit, compose_awaitable, compose_streaming
 from ..model._response import ChatResponse
 from ..permission import PermissionEngine
 from ..tool import Toolkit
@@ -169,23 +172,21 @@ class Agent:
         def implementing(hook: str) -> list[Any]:
             return [getattr(mw, hook) for mw in self.middlewares if mw.is_implemented(hook)]
 
-        self._reply_handler = compose_streaming(
-            self, implementing("on_reply"), self._reply_core, self
-        )
-        self._reasoning_handler = compose_streaming(
-            self, implementing("on_reasoning"), self._reasoning_core
-        )
-        self._acting_handler = compose_streaming(self, implementing("on_acting"), self._acting_core)
-        self._model_call_handler = compose_streaming(
-            self, implementing("on_model_call"), self._model_call_core
-        )
+        def streaming(hook: str) -> list[Layer]:
+            return [functools.partial(h, self) for h in implementing(hook)]
+
+        def awaitable(hook: str) -> list[Layer]:
+            return [returning_layer(functools.partial(h, self)) for h in implementing(hook)]
+
+        self._reply_chain: Chain = Chain(streaming("on_reply"), self._reply_core)
+        self._reasoning_chain: Chain = Chain(streaming("on_reasoning"), self._reasoning_core)
+        self._acting_chain: Chain = Chain(streaming("on_acting"), self._acting_core)
+        self._model_call_chain: Chain = Chain(streaming("on_model_call"), self._model_call_core)
         self._permission_hooks = implementing("on_check_permission")
-        self._permission_handler = compose_awaitable(
-            self, self._permission_hooks, self._check_permission_core
+        self._permission_chain: Chain = Chain(
+            awaitable("on_check_permission"), self._check_permission_core
         )
-        self._compress_handler = compose_awaitable(
-            self, implementing("on_compress_context"), self._compress_core
-        )
+        self._compress_chain: Chain = Chain(awaitable("on_compress_context"), self._compress_core)
         self._system_prompt_hooks = implementing("on_system_prompt")
         self._run: ReplyRun | None = None
         self._supervisor = _acting.Supervisor(self)
@@ -290,7 +291,7 @@ class Agent:
         self, context_config: ContextConfig | None = None, instructions: str | None = None
     ) -> None:
         """Run the ``on_compress_context`` chain around the compression check (§8.2)."""
-        await self._compress_handler(
+        await self._compress_chain.result(
             {"context_config": context_config, "instructions": instructions}
         )
 
@@ -326,16 +327,6 @@ class Agent:
             raise ReplyInterruptedError(msg)
         return msg
 
-    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
-        """Chain hook: a pull layer waits until an end event it handed over is settled."""
-        if self._run is not None:
-            await self._run.settle_end(send)
-
-    def note_failure(self, exc: BaseException) -> None:
-        """Chain hook: an ``on_reply`` pull layer failed; the reply ends with ERROR."""
-        if self._run is not None and self._run.failure is None:
-            self._run.failure = exc
-
     async def _run_reply(
         self,
         inputs: ReplyInputs,
@@ -356,7 +347,7 @@ class Agent:
         try:
             with run.scope:
                 try:
-                    await self._reply_handler(kwargs, run.deliver)
+                    await self._reply_chain.run(kwargs, run.deliver, run)
                 except BaseException as exc:
                     if is_cancellation(exc):
                         outcome = ReplyFinishedReason.INTERRUPTED
@@ -672,7 +663,7 @@ class Agent:
                 interrupted = item.finished_reason == FinishedReason.INTERRUPTED
             await emit(item)
 
-        await self._reasoning_handler({"tool_choice": tool_choice}, sink)
+        await self._reasoning_chain.run({"tool_choice": tool_choice}, sink)
         if interrupted:
             raise StopReply
         return candidate
@@ -824,7 +815,7 @@ class Agent:
                     "tool_choice": tool_choice,
                 }
                 try:
-                    await self._model_call_handler(kwargs, attempt_sink)
+                    await self._model_call_chain.run(kwargs, attempt_sink)
                 except Exception as exc:
                     if emitted:
                         raise
@@ -879,13 +870,14 @@ class Agent:
         response = await self.toolkit.call_tool(kwargs["tool_call"], state=self.state, emit=emit)
         await emit(response)
 
-    async def _check_permission_core(self, kwargs: dict[str, Any]) -> Any:
-        return await _acting.check_permission_core(self, kwargs)
+    async def _check_permission_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
+        await emit(await _acting.check_permission_core(self, kwargs))
 
-    async def _compress_core(self, kwargs: dict[str, Any]) -> None:
+    async def _compress_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
         await _compress.compress_context(
             self, kwargs.get("context_config") or self.context_config, kwargs.get("instructions")
         )
+        await emit(None)
 
 
 def _now() -> str:

@@ -304,7 +304,7 @@ async def run_in_background(
                 send.send_nowait(item)
 
         with send:
-            await agent._acting_handler({"tool_call": call}, forward)
+            await agent._acting_chain.run({"tool_call": call}, forward)
 
     handle = await supervisor.start(call, body)
     try:

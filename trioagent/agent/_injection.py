@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from ..event import HintBlockEvent
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
-from ..middleware._chain import Emit
+from .._core.emit import Emit
 
 if TYPE_CHECKING:
     from ._agent import Agent

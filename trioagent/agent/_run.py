@@ -76,22 +76,13 @@ class ReplyRun:
         if self._consumer is not None:
             await self._consumer(item)
 
-    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
-        """Called by a pull layer after it handed over an end event: wait until the puller
-        has either passed it on (the end reached us) or moved on without it (dropped)."""
-        for _ in range(3):
-            if self._end_settled(send):
-                return
-            await trio.lowlevel.checkpoint()
-        # The puller is doing its own work between two items.  A memory channel does not report
-        # "the receiver is waiting again", so poll gently (never a busy loop under MockClock).
-        while not self._end_settled(send):  # noqa: ASYNC110
-            await trio.sleep(0.001)
+    def holds(self, item: Any) -> bool:
+        """A pull layer of the ``on_reply`` chain waits after handing over an end event until
+        the puller passed it on (the end reached the consumer) or moved on without it."""
+        return isinstance(item, ReplyEndEvent)
 
-    def _end_settled(self, send: trio.MemorySendChannel[Any]) -> bool:
-        stats = send.statistics()
-        return (
-            self.end is not None
-            or stats.tasks_waiting_receive > 0
-            or stats.open_receive_channels == 0
-        )
+    def puller_failed(self, exc: BaseException) -> None:
+        """An ``on_reply`` pull layer failed: the cancelled inner layers end the reply with
+        ERROR, not INTERRUPTED."""
+        if self.failure is None:
+            self.failure = exc

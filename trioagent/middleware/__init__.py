@@ -1,5 +1,7 @@
 """Agent middlewares: the hook base class and the chain's ``NextHandler``."""
 
+from .._core.chain import NextHandler as NextHandler
+from .._core.emit import Emit as Emit
 from ._agentic_memory import (
     AgenticMemoryMiddleware as AgenticMemoryMiddleware,
     LocalBackend as LocalBackend,
@@ -7,7 +9,6 @@ from ._agentic_memory import (
 )
 from ._base import MiddlewareBase as MiddlewareBase
 from ._budget import ReplyBudgetControlMiddleware as ReplyBudgetControlMiddleware
-from ._chain import Emit as Emit, NextHandler as NextHandler
 from ._mem0 import Mem0Middleware as Mem0Middleware
 from ._mem0_client import Mem0APIError as Mem0APIError, Mem0PlatformClient as Mem0PlatformClient
 from ._rag import RAGMiddleware as RAGMiddleware

@@ -38,11 +38,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 import trio
 
+from .._core.chain import NextHandler
 from .._core.concurrency import reraise_unwrapped
+from .._core.emit import Emit
 from ..message import HintBlock, Msg, SystemMsg, UserMsg
 from ..model import ChatModelBase
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = [
     "DEFAULT_MEMORY_INSTRUCTIONS",

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._chain import Emit, NextHandler
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 
 if TYPE_CHECKING:
     from ..permission import PermissionDecision

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from ..event import ModelCallEndEvent, ReplyStartEvent
 from ..message import HintBlock
 from ..types import ToolChoice
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["DEFAULT_BUDGET_HINT", "STRUCTURED_BUDGET_HINT", "ReplyBudgetControlMiddleware"]
 

@@ -33,7 +33,9 @@ from typing import Any, Literal
 
 import trio
 
+from .._core.chain import NextHandler
 from .._core.concurrency import reraise_unwrapped
+from .._core.emit import Emit
 from ..event import (
     ExternalExecutionResultEvent,
     ReplyStartEvent,
@@ -45,7 +47,6 @@ from ..permission import PermissionBehavior, PermissionContext, PermissionDecisi
 from ..tool import Emit as ToolEmit, ToolBase, ToolChunk
 from ..types import ReplyFinishedReason
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 from ._mem0_client import API_KEY_ENV, Mem0APIError, Mem0PlatformClient
 
 __all__ = [

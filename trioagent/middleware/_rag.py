@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from .._core.gather import gather
 from ..event import HintBlockEvent, ReplyStartEvent
 from ..message import ContentBlock, DataBlock, HintBlock, Msg, TextBlock, ToolResultState
@@ -39,7 +41,6 @@ from ..permission import PermissionBehavior, PermissionDecision
 from ..serialization import structure, unstructure
 from ..tool import ToolBase, ToolChunk
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 if TYPE_CHECKING:
     from ..model import ChatModelBase

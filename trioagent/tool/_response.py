@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 import attrs
 
+from .._core.emit import Emit as ChainEmit
 from .._core.ids import generate_id
 from ..message._blocks import (
     Base64Source,
@@ -163,7 +163,7 @@ def _merge_data(target: DataBlock, block: DataBlock) -> None:
 
 
 #: How a tool, a middleware or the toolkit passes chunks outward.
-Emit: TypeAlias = Callable[[ToolChunk], Awaitable[None]]
+Emit: TypeAlias = ChainEmit[ToolChunk]
 
 
 def error_chunk(text: str) -> ToolChunk:
