@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from .._core.concurrency import is_cancellation, reraise_unwrapped
+from .._core.emit import Emit
 from ..event import (
     AgentEvent,
     CustomEvent,
@@ -41,7 +42,6 @@ from ..message import (
     ToolResultBlock,
     ToolResultState,
 )
-from .._core.emit import Emit
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
 from ..tool import ToolChunk, ToolResponse
 from . import _background, _compress

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import logging
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -12,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-import functools
-
-from .._core.chain import Chain, Kwargs, Layer, NextHandler, returning_layer
+from .._core.chain import Chain, Layer, returning_layer
 from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
 from ..event import (

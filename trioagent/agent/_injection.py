@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from .._core.emit import Emit
 from ..event import HintBlockEvent
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
-from .._core.emit import Emit
 
 if TYPE_CHECKING:
     from ._agent import Agent
