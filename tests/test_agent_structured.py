@@ -225,8 +225,9 @@ async def test_structured_tool_mounted_then_removed(caplog):
         await agent.reply(user(), structured_schema=Weather)
         await agent.reply(user(), structured_schema=Weather)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert agent.toolkit.get_tool(TOOL) is not None
-    assert tool_names(model.requests[1]).count(TOOL) == 1  # re-mounted, not duplicated
+    assert agent.toolkit.get_tool(TOOL) is None  # reply-scoped: the caller's toolkit is untouched
+    assert tool_names(model.requests[0]).count(TOOL) == 1
+    assert tool_names(model.requests[1]).count(TOOL) == 1  # offered again, not duplicated
     msg = await agent.reply(user())
     assert msg.get_text_content() == "plain"
     assert agent.toolkit.get_tool(TOOL) is None

@@ -37,7 +37,6 @@ from agent_kit import (
 )
 
 from trioagent.agent import Agent, AgentState, BackgroundStatus, BackgroundToolError
-from trioagent.agent._background import run_in_background
 from trioagent.event import (
     HintBlockEvent,
     ReplyEndEvent,
@@ -798,7 +797,7 @@ async def test_background_call_after_leaving_the_scope_is_a_clear_error(
 class Offload(MiddlewareBase):
     """Moves every call of ``slow`` to the background.
 
-    ``run_in_background`` re-runs the whole ``on_acting`` chain (this middleware included) in
+    ``agent.run_in_background`` re-runs the whole ``on_acting`` chain (this middleware included) in
     the supervised task, so the middleware must recognise its own re-entry.
     """
 
@@ -811,8 +810,7 @@ class Offload(MiddlewareBase):
         tool_call: ToolCallBlock = input_kwargs["tool_call"]
         if tool_call.name == "slow" and tool_call.id not in self.moving:
             self.moving.add(tool_call.id)
-            tool = agent.toolkit.get_tool(tool_call.name)
-            await run_in_background(agent, tool_call, tool, emit)
+            await agent.run_in_background(tool_call, emit)
             return
         await next_handler()
 

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 from agent_kit import ALLOW, call, confirm, ends, make_agent, model_of, run, tool_calls, user
 
-from trioagent.agent import AgentState, ReActConfig
-from trioagent.agent._structured import TOOL_NAME
+from trioagent.agent import STRUCTURED_OUTPUT_TOOL_NAME as TOOL_NAME, AgentState, ReActConfig
 from trioagent.event import ReplyEndEvent
 from trioagent.message import HintBlock, Msg, TextBlock, ToolCallBlock
 from trioagent.middleware import MiddlewareBase, ReplyBudgetControlMiddleware

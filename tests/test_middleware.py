@@ -634,11 +634,10 @@ async def test_full_observability_every_hook_fires_in_lifecycle_order():
     assert [h for h in MiddlewareBase.HOOKS if not mw.is_implemented(h)] == ["on_check_permission"]
     await agent.reply(user())
     round_ = [
+        "[system_prompt]",  # the step's model input, built once and shared
         "[compress_context] checking context for assistant",
-        "[system_prompt]",  # the compression check's token count
         "[compress_context] done",
         "[reasoning] start",
-        "[system_prompt]",  # the reasoning input
         "[model_call] scripted-model",
         "[model_call] done",
         "[reasoning] end",
@@ -654,13 +653,26 @@ async def test_full_observability_every_hook_fires_in_lifecycle_order():
     assert "[list_tools]" not in log  # the agent never calls list_tools
 
 
-async def test_full_observability_with_injection_adds_one_prompt_call():
+async def test_on_system_prompt_runs_once_per_reasoning_step():
     log: list[str] = []
-    agent, _ = make_agent(
+    agent, model = make_agent(
         [text_chunks("hi")], inject=True, middlewares=[FullObservabilityMiddleware(log)]
     )
     await agent.reply(user())
-    assert log.count("[system_prompt]") == 3  # §7.4: one more at cur_iter == 0
+    # Compression, injection (which counts tokens at cur_iter == 0) and the model call share
+    # one model input.
+    assert log.count("[system_prompt]") == 1
+    assert len(model.requests) == 1
+
+    log.clear()
+    agent, model = make_agent(
+        tool_round_steps(),
+        toolkit=sequential_toolkit(_echo),
+        inject=True,
+        middlewares=[FullObservabilityMiddleware(log)],
+    )
+    await agent.reply(user())
+    assert log.count("[system_prompt]") == len(model.requests) == 2
 
 
 class ContinueOnceMiddleware(MiddlewareBase):
@@ -836,8 +848,8 @@ async def test_dynamic_context_reaches_the_model():
     prompt = model.requests[0].messages[0].get_text_content()
     assert prompt is not None
     assert prompt.startswith("You are a helpful assistant.\n\n## Current Context\nTick: ")
-    # Recomputed on every call: once for the compression check, once for the request.
-    assert prompt.endswith("Tick: 1")
+    # Computed once per reasoning step, shared by the compression check and the request.
+    assert prompt.endswith("Tick: 0")
 
 
 class ModelFallbackMiddleware(MiddlewareBase):

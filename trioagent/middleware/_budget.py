@@ -36,7 +36,7 @@ HINT_SOURCE = '{"label": "System", "sublabel": "Token Budget Reached"}'
 
 def _structured_tool_name() -> str:
     # Imported late: trioagent.agent imports this package.
-    from ..agent._structured import TOOL_NAME
+    from ..agent import STRUCTURED_OUTPUT_TOOL_NAME as TOOL_NAME
 
     return TOOL_NAME
 
