@@ -7,6 +7,7 @@ import json
 import logging
 
 import pydantic
+import trio
 from agent_helpers import Recorder, make_agent, user
 
 from trioagent.agent import Agent, AgentState, InjectionConfig, ReActConfig
@@ -283,3 +284,41 @@ async def test_text_in_the_same_response_as_the_tool_call_is_ignored():
     assert not any(
         isinstance(b, ToolCallBlock) for b in msg.content
     )  # the final Msg is the canned text
+
+
+# -- reply-scoped tools and a shared toolkit ------------------------------------------------------
+
+
+async def test_one_toolkit_shared_by_two_agents_replying_concurrently_with_structured_output(
+    autojump_clock,
+):
+    """Each reply offers the structured-output tool to its own requests only: agent B's reply
+    starting or ending never takes agent A's tool away (nor the other way round)."""
+    shared = Toolkit()
+    shared.register_function(_ask_tool)
+    slow_a = ScriptedModel(
+        [structured_call("a1", {"city": "A", "temperature": 1})], chunk_delay=1.0
+    )
+    slow_b = ScriptedModel(
+        [text_chunks("thinking"), structured_call("b1", {"city": "B", "temperature": 2})],
+        chunk_delay=0.3,
+    )
+    agent_a = Agent("a", model=slow_a, toolkit=shared)
+    agent_b = Agent("b", model=slow_b, toolkit=shared)
+    results: dict[str, object] = {}
+
+    async def run(agent: Agent, key: str) -> None:
+        msg = await agent.reply(user(), structured_schema=Weather)
+        results[key] = msg.structured_output
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, agent_a, "a")
+        nursery.start_soon(run, agent_b, "b")
+    assert results == {
+        "a": {"city": "A", "temperature": 1.0, "unit": "celsius"},
+        "b": {"city": "B", "temperature": 2.0, "unit": "celsius"},
+    }
+    assert shared.get_tool(TOOL) is None  # the caller's toolkit was never written to
+    assert [t.name for t in shared.tool_groups[0].tools] == ["_ask_tool"]
+    for request in [*slow_a.requests, *slow_b.requests]:
+        assert tool_names(request).count(TOOL) == 1

@@ -274,8 +274,8 @@ class Agent:
 
         Raises:
             ValueError: the agent is parked (calls await a confirmation or an external
-                result): a message appended now would orphan them, as ``reply(new Msg)`` would
-                (reference/agent.md §5.3).  Resume or abort the reply first.
+                result): a message appended now would orphan them, as ``reply(new Msg)``
+                would.  Resume or abort the reply first.
         """
         if msgs is None:
             return

@@ -1,4 +1,4 @@
-"""Background tools supervised by ``async with agent:`` (DESIGN.md §6).
+"""Background tools supervised by ``async with agent:``.
 
 A call moves to the agent's supervision nursery when its tool says so (``is_background``), or
 when it is still running after ``background_after`` seconds.  The model gets a "running in

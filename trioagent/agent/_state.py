@@ -1,4 +1,4 @@
-"""``AgentState``: everything an agent remembers, serializable to JSON (reference/agent.md §1.8).
+"""``AgentState``: everything an agent remembers, serializable to JSON.
 
 Save and restore with :mod:`trioagent.serialization`::
 
