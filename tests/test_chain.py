@@ -33,17 +33,6 @@ COMPLETED = Ev("REPLY_END", "completed")
 INTERRUPTED = Ev("REPLY_END", "interrupted")
 
 
-async def a_cancelled() -> trio.Cancelled:
-    """A real ``trio.Cancelled`` (it has no public constructor)."""
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.lowlevel.checkpoint()
-        except trio.Cancelled as exc:
-            return exc
-    raise AssertionError("the checkpoint was not cancelled")
-
-
 def child_tasks() -> list[trio.lowlevel.Task]:
     """Tasks running in nurseries of the calling task (PullStream's nursery is one)."""
     return [t for n in trio.lowlevel.current_task().child_nurseries for t in n.child_tasks]
