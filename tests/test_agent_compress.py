@@ -21,7 +21,12 @@ from agent_helpers import (
 )
 
 from trioagent.agent import Agent, ContextConfig, InjectionConfig
-from trioagent.agent._compress import TRUNCATED_SUMMARY, TRUNCATION_NOTE, truncate_tool_result
+from trioagent.agent._compress import (
+    TRUNCATED_SUMMARY,
+    TRUNCATION_NOTE,
+    CompressContextTool,
+    Compressor,
+)
 from trioagent.agent._config import DEFAULT_SUMMARY_TEMPLATE
 from trioagent.message import (
     AssistantMsg,
@@ -260,9 +265,9 @@ async def test_the_tool_is_offered_once_and_only_when_enabled():
     await agent.reply(UserMsg("user", "again"))
     for request in model.requests:
         assert [t["function"]["name"] for t in request.tools or []] == ["CompressContext"]
-    tool = agent.toolkit.get_tool("CompressContext")
-    assert tool is not None
-    assert not tool.is_concurrency_safe
+    # Reply-scoped: offered to every request, never written to the caller's toolkit.
+    assert agent.toolkit.get_tool("CompressContext") is None
+    assert not CompressContextTool.is_concurrency_safe
 
     plain, plain_model = compress_agent([text_chunks("a")], context_size=1000)
     await plain.reply(UserMsg("user", "hi"))
@@ -424,10 +429,10 @@ async def test_truncation_rules():
         injection_config=InjectionConfig(inject_runtime_state=False),
     )
     small = ToolResultBlock(id="c", name="t", output="short", state="success")
-    assert await truncate_tool_result(agent, small) is small
+    assert await Compressor(agent).truncate(small) is small
 
     as_str = ToolResultBlock(id="c", name="t", output=tokens(40, "s"), state="success")
-    cut = await truncate_tool_result(agent, as_str)
+    cut = await Compressor(agent).truncate(as_str)
     assert isinstance(cut.output, list)  # a str output is normalized to [TextBlock]
     assert cut.output[0].text == tokens(20, "s") + TRUNCATION_NOTE  # type: ignore[union-attr]
     assert as_str.output == tokens(40, "s")  # the original is untouched
@@ -439,6 +444,6 @@ async def test_truncation_rules():
         output=[TextBlock(text=tokens(10, "a")), image(), TextBlock(text=tokens(10, "b"))],
         state="success",
     )
-    cut = await truncate_tool_result(agent, mixed)
+    cut = await Compressor(agent).truncate(mixed)
     assert len(cut.output) == 1
     assert cut.output[0].text == tokens(10, "a") + TRUNCATION_NOTE  # type: ignore[union-attr]

@@ -16,8 +16,7 @@ from agent_helpers import assert_paired, make_agent as agent_and_model, user as 
 from agent_kit import call, confirm, ends, make_agent, model_of, run, tool_calls, user
 from middleware_kit import interrupt_after, lookup_toolkit, no_tasks_left, text
 
-from trioagent.agent import Agent, AgentState, ReActConfig
-from trioagent.agent._structured import TOOL_NAME
+from trioagent.agent import STRUCTURED_OUTPUT_TOOL_NAME as TOOL_NAME, Agent, AgentState, ReActConfig
 from trioagent.event import (
     ReplyEndEvent,
     ReplyStartEvent,
@@ -30,7 +29,6 @@ from trioagent.middleware import (
 from trioagent.middleware._budget import (
     DEFAULT_BUDGET_HINT,
     STRUCTURED_BUDGET_HINT,
-    _structured_tool_name,
 )
 from trioagent.model import ChatResponse, ChatUsage
 from trioagent.serialization import dumps, loads
@@ -302,7 +300,7 @@ SCHEMA = {
 
 
 async def test_structured_output_owed_lets_only_the_structured_tool_run() -> None:
-    assert _structured_tool_name() == TOOL_NAME == "GenerateStructuredOutput"
+    assert TOOL_NAME == "GenerateStructuredOutput"
     agent = make_agent(
         [tool_step(call("s1", TOOL_NAME, answer="42"), inp=5, out=5)],
         middlewares=[ReplyBudgetControlMiddleware(token_budget=0)],

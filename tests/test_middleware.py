@@ -31,7 +31,6 @@ from trioagent.event import (
 )
 from trioagent.message import HintBlock, Msg, TextBlock, ToolResultBlock, UserMsg
 from trioagent.middleware import MiddlewareBase, NextHandler
-from trioagent.middleware._chain import compose_awaitable, compose_streaming
 from trioagent.model import ChatResponse
 from trioagent.permission import PermissionDecision
 from trioagent.testing import ScriptedModel, text_chunks, thinking_chunks, tool_call_chunks
@@ -101,26 +100,8 @@ async def test_base_hooks_raise_when_called():
 
 async def test_unimplemented_hooks_are_not_in_the_chain():
     agent, _ = make_agent([text_chunks("ok")], middlewares=[OnlyModelCall(), OnlyPrompt()])
-    # Zero cost: a hook list without implementers is the bare core, no wrapper at all.
-    assert agent._reply_handler == agent._reply_core
-    assert agent._reasoning_handler == agent._reasoning_core
-    assert agent._acting_handler == agent._acting_core
-    assert agent._model_call_handler != agent._model_call_core
-    assert agent._compress_handler == agent._compress_core
-    assert len(agent._system_prompt_hooks) == 1
-    # The base methods (which raise) are never called.
+    # The base methods (which raise) are never called: only implemented hooks are layers.
     assert (await agent.reply(user())).get_text_content() == "ok"
-
-
-def test_compose_without_hooks_returns_the_core():
-    async def core(kwargs, emit):
-        return None
-
-    async def await_core(kwargs):
-        return None
-
-    assert compose_streaming(None, [], core) is core
-    assert compose_awaitable(None, [], await_core) is await_core
 
 
 # -- onion order ----------------------------------------------------------------------------------
@@ -653,11 +634,10 @@ async def test_full_observability_every_hook_fires_in_lifecycle_order():
     assert [h for h in MiddlewareBase.HOOKS if not mw.is_implemented(h)] == ["on_check_permission"]
     await agent.reply(user())
     round_ = [
+        "[system_prompt]",  # the step's model input, built once and shared
         "[compress_context] checking context for assistant",
-        "[system_prompt]",  # the compression check's token count
         "[compress_context] done",
         "[reasoning] start",
-        "[system_prompt]",  # the reasoning input
         "[model_call] scripted-model",
         "[model_call] done",
         "[reasoning] end",
@@ -673,13 +653,26 @@ async def test_full_observability_every_hook_fires_in_lifecycle_order():
     assert "[list_tools]" not in log  # the agent never calls list_tools
 
 
-async def test_full_observability_with_injection_adds_one_prompt_call():
+async def test_on_system_prompt_runs_once_per_reasoning_step():
     log: list[str] = []
-    agent, _ = make_agent(
+    agent, model = make_agent(
         [text_chunks("hi")], inject=True, middlewares=[FullObservabilityMiddleware(log)]
     )
     await agent.reply(user())
-    assert log.count("[system_prompt]") == 3  # §7.4: one more at cur_iter == 0
+    # Compression, injection (which counts tokens at cur_iter == 0) and the model call share
+    # one model input.
+    assert log.count("[system_prompt]") == 1
+    assert len(model.requests) == 1
+
+    log.clear()
+    agent, model = make_agent(
+        tool_round_steps(),
+        toolkit=sequential_toolkit(_echo),
+        inject=True,
+        middlewares=[FullObservabilityMiddleware(log)],
+    )
+    await agent.reply(user())
+    assert log.count("[system_prompt]") == len(model.requests) == 2
 
 
 class ContinueOnceMiddleware(MiddlewareBase):
@@ -855,8 +848,8 @@ async def test_dynamic_context_reaches_the_model():
     prompt = model.requests[0].messages[0].get_text_content()
     assert prompt is not None
     assert prompt.startswith("You are a helpful assistant.\n\n## Current Context\nTick: ")
-    # Recomputed on every call: once for the compression check, once for the request.
-    assert prompt.endswith("Tick: 1")
+    # Computed once per reasoning step, shared by the compression check and the request.
+    assert prompt.endswith("Tick: 0")
 
 
 class ModelFallbackMiddleware(MiddlewareBase):

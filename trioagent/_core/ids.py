@@ -11,9 +11,15 @@ import os
 import random
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, tzinfo
 
-__all__ = ["generate_id", "generate_timestamp", "set_id_factory", "set_timestamp_factory"]
+__all__ = [
+    "current_datetime",
+    "generate_id",
+    "generate_timestamp",
+    "set_id_factory",
+    "set_timestamp_factory",
+]
 
 
 # Ids are not secrets: a private Mersenne Twister seeded from the OS is ~8x faster than
@@ -57,6 +63,12 @@ def generate_id() -> str:
 def generate_timestamp() -> str:
     """Return the current timestamp from the current timestamp factory."""
     return _timestamp_factory()
+
+
+def current_datetime(zone: tzinfo) -> datetime:
+    """The current time in ``zone``, read from the timestamp factory (a local, naive ISO-8601
+    time), so replacing that factory moves every clock the library reads."""
+    return datetime.fromisoformat(generate_timestamp()).astimezone(zone)
 
 
 def set_id_factory(factory: Callable[[], str] | None) -> None:

@@ -12,6 +12,13 @@ from ._config import (
     ModelConfig as ModelConfig,
     ReActConfig as ReActConfig,
 )
+from ._protocol import (
+    ActingItem as ActingItem,
+    AgentLike as AgentLike,
+    MiddlewareLike as MiddlewareLike,
+    ReplyInputs as ReplyInputs,
+)
+from ._reply import ReplyItem as ReplyItem
 from ._state import (
     AgentState as AgentState,
     ReadCacheEntry as ReadCacheEntry,
@@ -22,19 +29,26 @@ from ._state import (
     ToolContext as ToolContext,
 )
 from ._stream import ReplyStream as ReplyStream
+from ._structured import STRUCTURED_OUTPUT_TOOL_NAME as STRUCTURED_OUTPUT_TOOL_NAME
 
 __all__ = [
+    "STRUCTURED_OUTPUT_TOOL_NAME",
+    "ActingItem",
     "Agent",
+    "AgentLike",
     "AgentState",
     "BackgroundStatus",
     "BackgroundToolError",
     "BackgroundToolHandle",
     "ContextConfig",
     "InjectionConfig",
+    "MiddlewareLike",
     "ModelConfig",
     "ReActConfig",
     "ReadCacheEntry",
     "ReplyContext",
+    "ReplyInputs",
+    "ReplyItem",
     "ReplyStream",
     "Task",
     "TaskContext",

@@ -1,99 +1,63 @@
-"""The ReAct agent: reply loop, interruption and the exactly-once end event (DESIGN.md §4)."""
+"""The ReAct agent: its public API and the reply loop, over a per-reply context and the
+collaborators that reason, act, resume, compress and supervise background work.
+
+A reply always ends with exactly one ``ReplyEndEvent``, its last event: ``interrupt()`` makes
+``reply()`` return the interrupted Msg; an outer cancellation emits the same INTERRUPTED end
+and then propagates; an error emits an ERROR end and then propagates.
+"""
 
 from __future__ import annotations
 
 import copy
-import fnmatch
+import functools
 import logging
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import attrs
 import trio
 
+from .._core.chain import Chain, Kwargs, Layer, returning_layer
 from .._core.concurrency import is_cancellation
+from .._core.emit import Emit
+from .._core.ids import generate_id
 from ..event import (
     AgentEvent,
-    EventBase,
-    ExceedMaxItersEvent,
-    ExternalExecutionResultEvent,
-    ModelCallEndEvent,
-    ModelCallStartEvent,
     ReplyEndEvent,
     ReplyStartEvent,
-    UserConfirmResultEvent,
     UserInterruptEvent,
 )
 from ..exception import ReplyInterruptedError, error_info
 from ..message import (
-    AssistantMsg,
-    DataBlock,
-    HintBlock,
     Msg,
-    SystemMsg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
-    URLSource,
-    Usage,
-    UserMsg,
 )
-from ..middleware import MiddlewareBase
-from ..middleware._chain import Emit, compose_awaitable, compose_streaming
-from ..model._response import ChatResponse
-from ..permission import PermissionEngine
-from ..tool import Toolkit
-from ..types import FinishedReason, ReplyFinishedReason, ToolChoice, generate_id
-from . import _acting, _background, _compress, _injection, _structured
+from ..model import ChatModelBase
+from ..permission import PermissionDecision, PermissionEngine
+from ..tool import ToolBase, Toolkit
+from ..types import ReplyFinishedReason
+from ._acting import Actor
+from ._background import BackgroundToolHandle, Supervisor
+from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
-from ._convert import ChunkConverter
-from ._run import ReplyRun, StopReply
+from ._injection import Injector
+from ._inputs import classify_inputs, convert_unsupported
+from ._protocol import ActingItem, MiddlewareLike, ReplyInputs
+from ._reasoning import Reasoner, prompt_layer
+from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
+from ._results import ResultWriter
+from ._resume import Resumer
 from ._state import AgentState, ReplyContext
-
-if TYPE_CHECKING:
-    from ..model import ChatModelBase
-    from ._stream import ReplyStream
+from ._steps import Exit, Reason, final_msg, next_step
+from ._stream import ReplyStream
+from ._structured import StructuredOutputTool
 
 __all__ = ["Agent"]
 
 logger = logging.getLogger("trioagent.agent")
-
-PARKED_TEXT = "I'm waiting for your permission or the external execution to finish."
-STRUCTURED_DONE_TEXT = "The required structured output is generated."
-EXCEEDED_TEXT = "The maximum reasoning-acting iterations are exceeded."
-INTERRUPTED_TOOL_TEXT = (
-    "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
-)
-STRUCTURED_HINT_SOURCE = '{"label": "System", "sublabel": "Structured Output Requirement"}'
-MAX_ITERS_HINT_SOURCE = '{"label": "System", "sublabel": "Max Iterations Reached"}'
-
-ReplyInputs = (
-    Msg
-    | Sequence[Msg]
-    | UserConfirmResultEvent
-    | ExternalExecutionResultEvent
-    | UserInterruptEvent
-    | None
-)
-
-
-@attrs.frozen
-class _Exit:
-    events: list[EventBase] | None
-    msg: Msg
-
-
-@attrs.frozen
-class _Reasoning:
-    hint: HintBlock | None = None
-    tool_choice: ToolChoice | None = None
-
-
-@attrs.frozen
-class _Acting:
-    calls: list[ToolCallBlock]
 
 
 class Agent:
@@ -104,7 +68,8 @@ class Agent:
         system_prompt: the base system prompt (``on_system_prompt`` middlewares transform it).
         model: the chat model; ``agent.model`` may be swapped between calls.
         toolkit: the tools the model may call (an empty :class:`~trioagent.tool.Toolkit` by
-            default).
+            default).  The agent never changes it: tools of one reply (the structured-output
+            and the compression tool) live in that reply only, so a toolkit can be shared.
         middlewares: the first one is the outermost layer of every hook it implements.
         state: a restored :class:`AgentState` (a fresh one by default).
 
@@ -115,10 +80,6 @@ class Agent:
             async for event in reply:
                 ...
         agent.interrupt()                                   # from any task
-
-    A reply always ends with exactly one ``ReplyEndEvent`` (DESIGN.md §4): ``interrupt()``
-    makes ``reply()`` return the interrupted Msg; an outer cancellation emits the same
-    INTERRUPTED end and then propagates; an error emits an ERROR end and then propagates.
     """
 
     def __init__(
@@ -127,7 +88,7 @@ class Agent:
         system_prompt: str = "",
         model: ChatModelBase | None = None,
         toolkit: Toolkit | None = None,
-        middlewares: Sequence[MiddlewareBase] | None = None,
+        middlewares: Sequence[MiddlewareLike] | None = None,
         state: AgentState | None = None,
         model_config: ModelConfig | None = None,
         context_config: ContextConfig | None = None,
@@ -161,35 +122,50 @@ class Agent:
                 "injection or the compression tool is enabled"
             )
         self.permission_engine = PermissionEngine(self.state.permission_context)
-        self.middlewares: tuple[MiddlewareBase, ...] = tuple(middlewares or ())
+        self.middlewares: tuple[MiddlewareLike, ...] = tuple(middlewares or ())
         for mw in self.middlewares:
-            if not isinstance(mw, MiddlewareBase):
-                raise TypeError(f"middlewares must be MiddlewareBase instances, got {mw!r}")
+            if not isinstance(mw, MiddlewareLike):
+                raise TypeError(
+                    f"middlewares must be MiddlewareBase instances (or implement every hook), "
+                    f"got {mw!r}"
+                )
 
-        def implementing(hook: str) -> list[Any]:
-            return [getattr(mw, hook) for mw in self.middlewares if mw.is_implemented(hook)]
+        def using(hook: str) -> list[MiddlewareLike]:
+            return [mw for mw in self.middlewares if mw.is_implemented(hook)]
 
-        self._reply_handler = compose_streaming(
-            self, implementing("on_reply"), self._reply_core, self
+        self._reply_chain: Chain[ReplyItem] = Chain(
+            [functools.partial(mw.on_reply, self) for mw in using("on_reply")], self._reply_core
         )
-        self._reasoning_handler = compose_streaming(
-            self, implementing("on_reasoning"), self._reasoning_core
+        self._compress_layers: list[Layer[None]] = [
+            returning_layer(functools.partial(mw.on_compress_context, self))
+            for mw in using("on_compress_context")
+        ]
+        self._supervisor = Supervisor()
+        self._compressor = Compressor(self)
+        self._reasoner = Reasoner(
+            self,
+            [functools.partial(mw.on_reasoning, self) for mw in using("on_reasoning")],
+            [functools.partial(mw.on_model_call, self) for mw in using("on_model_call")],
+            [
+                prompt_layer(functools.partial(mw.on_system_prompt, self))
+                for mw in using("on_system_prompt")
+            ],
         )
-        self._acting_handler = compose_streaming(self, implementing("on_acting"), self._acting_core)
-        self._model_call_handler = compose_streaming(
-            self, implementing("on_model_call"), self._model_call_core
+        permission_layers: list[Layer[PermissionDecision]] = [
+            returning_layer(functools.partial(mw.on_check_permission, self))
+            for mw in using("on_check_permission")
+        ]
+        self._actor = Actor(
+            self,
+            [functools.partial(mw.on_acting, self) for mw in using("on_acting")],
+            permission_layers,
+            self._supervisor,
+            self._compressor.truncate,
         )
-        self._permission_hooks = implementing("on_check_permission")
-        self._permission_handler = compose_awaitable(
-            self, self._permission_hooks, self._check_permission_core
-        )
-        self._compress_handler = compose_awaitable(
-            self, implementing("on_compress_context"), self._compress_core
-        )
-        self._system_prompt_hooks = implementing("on_system_prompt")
-        self._run: ReplyRun | None = None
-        self._supervisor = _acting.Supervisor(self)
-        self._compress_tool: Any = None
+        self._resumer = Resumer(self)
+        self._injector = Injector(self)
+        self._reply: Reply | None = None
+        self._compress_tool: CompressContextTool | None = None
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={getattr(self.model, 'model', self.model)!r}>"
@@ -222,7 +198,7 @@ class Agent:
         consumer = None
         if on_event is not None:
 
-            async def consumer(item: Any) -> None:
+            async def consumer(item: ReplyItem) -> None:
                 if not isinstance(item, Msg):
                     await on_event(item)
 
@@ -231,9 +207,11 @@ class Agent:
 
     def stream(self, inputs: ReplyInputs = None, *, structured_schema: Any = None) -> ReplyStream:
         """Run one reply in a background task and stream its events; see :class:`ReplyStream`."""
-        from ._stream import ReplyStream
 
-        return ReplyStream(self, inputs, structured_schema)
+        def run(consume: Emit[ReplyItem], registered: Callable[[], object]) -> Awaitable[Reply]:
+            return self._run_reply(inputs, structured_schema, consume, registered)
+
+        return ReplyStream(run)
 
     def interrupt(self) -> None:
         """Cancel the running reply, if any (synchronous, idempotent, callable from any task).
@@ -241,16 +219,16 @@ class Agent:
         The reply closes its open blocks, writes an interrupted result for every unfinished tool
         call, emits ``ReplyEndEvent(INTERRUPTED)`` and ``reply()`` returns the interrupted Msg.
         """
-        if self._run is not None:
-            self._run.scope.cancel()
+        if self._reply is not None:
+            self._reply.scope.cancel()
 
     @property
     def is_replying(self) -> bool:
         """Whether a reply is running now."""
-        return self._run is not None
+        return self._reply is not None
 
     @property
-    def background_tasks(self) -> Mapping[str, _background.BackgroundToolHandle]:
+    def background_tasks(self) -> Mapping[str, BackgroundToolHandle]:
         """The background tool calls of this agent by call id (a read-only live view).
 
         Each :class:`~trioagent.agent.BackgroundToolHandle` has ``status``, ``result``,
@@ -268,13 +246,36 @@ class Agent:
         """
         return self._supervisor.start_soon(fn, *args)
 
+    async def run_in_background(self, tool_call: ToolCallBlock, emit: Emit[ActingItem]) -> None:
+        """Move a call to the supervision scope of ``async with agent:`` (for an ``on_acting``
+        middleware that decides so itself).
+
+        ``emit`` receives the "running in background" result at once; the task re-runs the
+        whole ``on_acting`` chain (the calling middleware included, which must recognise its
+        own re-entry), and its real result reaches the model on a later reasoning step.
+
+        Raises:
+            BackgroundToolError: the supervision scope is not open.
+            RuntimeError: no reply is running.
+        """
+        reply = self._reply
+        if reply is None:
+            raise RuntimeError("run_in_background is for on_acting middlewares of a running reply")
+        chain = self._actor.acting_chain(reply)
+
+        def acting(call: ToolCallBlock, sink: Emit[ActingItem]) -> Awaitable[None]:
+            return chain.run({"tool_call": call}, sink)
+
+        tool = reply.tools.get_tool(tool_call.name)
+        await self._supervisor.run_in_background(tool_call, tool, acting, emit)
+
     async def observe(self, msgs: Msg | Sequence[Msg] | None) -> None:
         """Append messages to the context without replying (validated deep copies).
 
         Raises:
             ValueError: the agent is parked (calls await a confirmation or an external
-                result): a message appended now would orphan them, as ``reply(new Msg)`` would
-                (reference/agent.md §5.3).  Resume or abort the reply first.
+                result): a message appended now would orphan them, as ``reply(new Msg)``
+                would.  Resume or abort the reply first.
         """
         if msgs is None:
             return
@@ -289,10 +290,25 @@ class Agent:
     async def compress_context(
         self, context_config: ContextConfig | None = None, instructions: str | None = None
     ) -> None:
-        """Run the ``on_compress_context`` chain around the compression check (§8.2)."""
-        await self._compress_handler(
-            {"context_config": context_config, "instructions": instructions}
-        )
+        """Run the ``on_compress_context`` chain around the compression check.
+
+        Compresses when the next request would pass ``trigger_ratio`` of the model's context
+        size (``context_config`` overrides the agent's for this check).
+        """
+        reply = self._reply
+        model_input = reply.model_input if reply is not None else None
+        if model_input is None:
+            model_input = await self._reasoner.model_input(self._tools_of(reply))
+        core = functools.partial(self._compress_core, model_input)
+        kwargs = {"context_config": context_config, "instructions": instructions}
+        await Chain(self._compress_layers, core).result(kwargs)
+
+    async def _compress_core(
+        self, model_input: ModelInput, kwargs: Kwargs, emit: Emit[None]
+    ) -> None:
+        cfg = kwargs.get("context_config") or self.context_config
+        await self._compressor.compress(cfg, kwargs.get("instructions"), model_input)
+        await emit(None)
 
     async def __aenter__(self) -> Agent:
         """Open the supervision scope that owns background tool tasks."""
@@ -314,7 +330,7 @@ class Agent:
 
     # -- the run and its exactly-once end ---------------------------------------------------------
 
-    def _final_msg(self, run: ReplyRun) -> Msg:
+    def _final_msg(self, run: Reply) -> Msg:
         msg = run.final_msg
         if msg is None:
             raise RuntimeError("Agent did not produce a final message.")
@@ -326,27 +342,17 @@ class Agent:
             raise ReplyInterruptedError(msg)
         return msg
 
-    async def settle_end(self, send: trio.MemorySendChannel[Any]) -> None:
-        """Chain hook: a pull layer waits until an end event it handed over is settled."""
-        if self._run is not None:
-            await self._run.settle_end(send)
-
-    def note_failure(self, exc: BaseException) -> None:
-        """Chain hook: an ``on_reply`` pull layer failed; the reply ends with ERROR."""
-        if self._run is not None and self._run.failure is None:
-            self._run.failure = exc
-
     async def _run_reply(
         self,
         inputs: ReplyInputs,
         structured_schema: Any,
-        consumer: Any,
+        consumer: Emit[ReplyItem] | None,
         on_registered: Callable[[], object] | None = None,
-    ) -> ReplyRun:
-        if self._run is not None:
+    ) -> Reply:
+        if self._reply is not None:
             raise RuntimeError(f"agent {self.name!r} is already replying; one reply at a time")
-        run = ReplyRun(consumer)
-        self._run = run
+        run = Reply(consumer, self.toolkit)
+        self._reply = run
         if on_registered is not None:
             # From here on interrupt() reaches this run (ReplyStream waits for this point).
             on_registered()
@@ -356,7 +362,7 @@ class Agent:
         try:
             with run.scope:
                 try:
-                    await self._reply_handler(kwargs, run.deliver)
+                    await self._reply_chain.run(kwargs, run.deliver, run)
                 except BaseException as exc:
                     if is_cancellation(exc):
                         outcome = ReplyFinishedReason.INTERRUPTED
@@ -388,11 +394,11 @@ class Agent:
                     msg.id = run.reply_id or generate_id()
                     await run.deliver(msg)
             finally:
-                self._run = None
+                self._reply = None
         return run
 
     def _end_event(
-        self, run: ReplyRun, reason: ReplyFinishedReason, error: BaseException | None
+        self, run: Reply, reason: ReplyFinishedReason, error: BaseException | None
     ) -> ReplyEndEvent:
         return ReplyEndEvent(
             session_id=self.state.session_id,
@@ -403,7 +409,7 @@ class Agent:
 
     def _closing_msg(self, reason: ReplyFinishedReason, error: BaseException | None) -> Msg:
         """The final Msg of an interrupted or failed reply (never written to the context)."""
-        msg = self._final(self.react_config.interruption_message, reason)
+        msg = final_msg(self, self.react_config.interruption_message, reason)
         if error is not None:
             msg.error = error_info(error)
             msg.content = [TextBlock(text=f"The reply failed: {msg.error.message}")]
@@ -411,8 +417,8 @@ class Agent:
 
     # -- on_reply core ----------------------------------------------------------------------------
 
-    async def _reply_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
-        run = self._run
+    async def _reply_core(self, kwargs: Kwargs, emit: Emit[ReplyItem]) -> None:
+        run = self._reply
         assert run is not None
         try:
             await self._reply_body(kwargs, emit, run)
@@ -431,8 +437,8 @@ class Agent:
 
     async def _finish_abnormally(
         self,
-        emit: Emit,
-        run: ReplyRun,
+        emit: Emit[ReplyItem],
+        run: Reply,
         reason: ReplyFinishedReason,
         error: BaseException | None,
     ) -> None:
@@ -441,15 +447,15 @@ class Agent:
             # Shielded so the cleanup runs inside a cancelled scope; bounded by
             # react_config.interrupt_grace.
             cleanup.deadline = trio.current_time() + self.react_config.interrupt_grace
-            await _acting.close_unfinished_tool_calls(self, emit, error)
+            await ResultWriter(self.state, self.name).close_unfinished(emit, error)
             run.outcome = reason
             await emit(self._end_event(run, reason, error))
             await emit(self._closing_msg(reason, error))
 
-    async def _reply_body(self, kwargs: dict[str, Any], emit: Emit, run: ReplyRun) -> None:
+    async def _reply_body(self, kwargs: Kwargs, emit: Emit[ReplyItem], run: Reply) -> None:
         inputs = kwargs.get("inputs")
         schema = kwargs.get("structured_schema")
-        event, msgs = _classify_inputs(inputs)
+        event, msgs = classify_inputs(inputs)
         run.session_id = self.state.session_id
         if isinstance(event, UserInterruptEvent):
             if self.state.has_awaiting_tool_calls(self.name):
@@ -457,7 +463,7 @@ class Agent:
                 run.reply_id = self.state.reply_id
                 raise StopReply
             return
-        resuming = await _acting.check_incoming_event(self, event)
+        resuming = await self._resumer.check(event, run.tools)
         if resuming:
             assert event is not None
             if schema is not None:
@@ -467,9 +473,9 @@ class Agent:
                 )
             run.started = True
             run.reply_id = self.state.reply_id
-            await _acting.handle_incoming_event(self, event, emit)
+            await self._resumer.apply(event, emit)
         else:
-            _acting.close_calls_left_by_a_snapshot(self)
+            ResultWriter(self.state, self.name).close_left_by_a_snapshot()
             self._handle_incoming_messages(msgs)
             self.state.reply_context = ReplyContext(structured_schema=schema)
             run.reply_id = self.state.reply_id
@@ -479,15 +485,34 @@ class Agent:
                     session_id=self.state.session_id, reply_id=run.reply_id, name=self.name
                 )
             )
-        _structured.mount(self)
+        schema = self.state.reply_context.structured_schema
+        run.tools = ReplyTools(self.toolkit, self._own_tools(schema))
         await self._loop(emit, run)
 
-    async def _loop(self, emit: Emit, run: ReplyRun) -> None:
-        final_msg: Msg | None = None
-        made_progress = True
+    def _own_tools(self, structured_schema: object) -> list[ToolBase]:
+        """The tools of one reply only: the structured-output tool (for a schema) and the
+        compression tool (when enabled)."""
+        tools: list[ToolBase] = []
+        if structured_schema is not None:
+            tools.append(StructuredOutputTool(structured_schema))
+        if self.context_config.compression_tool_enabled:
+            if self._compress_tool is None:
+                self._compress_tool = CompressContextTool(self)
+            tools.append(self._compress_tool)
+        return tools
+
+    def _tools_of(self, reply: Reply | None) -> ReplyTools:
+        """The tools of the next request: the reply's, or outside a reply the caller's
+        toolkit plus the compression tool."""
+        if reply is not None:
+            return reply.tools
+        return ReplyTools(self.toolkit, self._own_tools(None))
+
+    async def _loop(self, emit: Emit[ReplyItem], run: Reply) -> None:
+        candidate: Msg | None = None
         while True:
-            action = self._next_action(final_msg)
-            if isinstance(action, _Exit):
+            action = next_step(self, candidate)
+            if isinstance(action, Exit):
                 if action.events is None:
                     run.parked = True
                     await emit(action.msg)
@@ -500,144 +525,44 @@ class Agent:
                 if run.end is not None:
                     await emit(action.msg)
                     return
-                if not made_progress:
+                if not run.made_progress:
                     raise RuntimeError(
                         "A middleware swallowed the ReplyEndEvent twice without any "
                         "reasoning/acting in between; the reply cannot make progress."
                     )
-                made_progress = False
-                final_msg = None
+                run.made_progress = False
+                candidate = None
                 continue
-            made_progress = True
-            if isinstance(action, _Reasoning):
-                final_msg = None
-                if action.hint is not None:
-                    self.state.append_context(self.name, [action.hint])
-                await _background.deliver_results(self, emit)
-                await self.compress_context()
-                await _injection.inject_runtime_state(self, emit)
-                final_msg = await self._reasoning(action.tool_choice, emit)
+            run.made_progress = True
+            if isinstance(action, Reason):
+                candidate = await self._reason(run, action, emit)
             else:
-                await _acting.act(self, action.calls, emit)
+                await self._actor.act(run, action.calls, emit)
             if not self.state.get_unfinished_tool_calls(self.name):
                 self.state.cur_iter += 1
 
-    def _next_action(self, final_msg: Msg | None) -> _Exit | _Reasoning | _Acting:
-        """Decide the next step (reference/agent.md §3.2); pure apart from reading the state."""
-        state = self.state
-        cfg = self.react_config
-        awaiting = state.get_awaiting_tool_calls(self.name)
-        last = state._reply_message(self.name)
-        if last is not None:
-            answered = {b.id for b in last.content if isinstance(b, ToolResultBlock)}
-            executable = [
-                b
-                for b in last.content
-                if isinstance(b, ToolCallBlock)
-                and b.id not in answered
-                and (b.state == "allowed" or (b.state == "pending" and not awaiting))
-            ]
-            if executable:
-                return _Acting(executable)
-        if awaiting:
-            return _Exit(None, AssistantMsg(self.name, PARKED_TEXT, id=state.reply_id))
-        reply_id = state.reply_id
-        schema = state.reply_context.structured_schema
-        if schema is not None:
-            output = state.reply_context.structured_output
-            if output is not None:
-                return _Exit(
-                    [self._reply_end(ReplyFinishedReason.COMPLETED)],
-                    self._final(
-                        STRUCTURED_DONE_TEXT,
-                        ReplyFinishedReason.COMPLETED,
-                        structured_output=copy.deepcopy(output),
-                    ),
-                )
-            if state.cur_iter >= cfg.max_iters + cfg.structured_output_grace_iters:
-                return self._exceeded_exit()
-            forced = state.cur_iter >= cfg.max_iters
-            suffix = (
-                "You have reached the maximum reasoning-acting iterations, so call this tool at "
-                "once to generate the final structured output."
-                if forced
-                else "Call it when you are ready to generate the final structured output."
-            )
-            hint = HintBlock(
-                hint=[
-                    TextBlock(
-                        text="<system-reminder>You're required to generate structured output by "
-                        f"calling the '{_structured.TOOL_NAME}' tool. {suffix}</system-reminder>"
-                    )
-                ],
-                source=STRUCTURED_HINT_SOURCE,
-            )
-            return _Reasoning(hint, ToolChoice(mode=_structured.TOOL_NAME) if forced else None)
-        if final_msg is not None:
-            exceeded = state.cur_iter > cfg.max_iters
-            reason = (
-                ReplyFinishedReason.EXCEED_MAX_ITERS if exceeded else ReplyFinishedReason.COMPLETED
-            )
-            events: list[EventBase] = []
-            if exceeded:
-                events.append(ExceedMaxItersEvent(reply_id=reply_id, name=self.name))
-            events.append(self._reply_end(reason))
-            final_msg.finished_reason = reason
-            return _Exit(events, final_msg)
-        if state.cur_iter == cfg.max_iters:
-            return _Reasoning(
-                HintBlock(
-                    hint=f"<system-reminder>You have reached the maximum of {cfg.max_iters} "
-                    "reasoning-acting iterations. Summarize the work and findings so far and "
-                    "return the final answer as text. Do not call any tools.</system-reminder>",
-                    source=MAX_ITERS_HINT_SOURCE,
-                ),
-                ToolChoice(mode="none"),
-            )
-        if state.cur_iter > cfg.max_iters:
-            return self._exceeded_exit()
-        return _Reasoning()
+    async def _reason(self, run: Reply, step: Reason, emit: Emit[ReplyItem]) -> Msg | None:
+        """One reasoning step: background results, compression, injection, the model call.
 
-    def _exceeded_exit(self) -> _Exit:
-        return _Exit(
-            [
-                ExceedMaxItersEvent(reply_id=self.state.reply_id, name=self.name),
-                self._reply_end(ReplyFinishedReason.EXCEED_MAX_ITERS),
-            ],
-            self._final(EXCEEDED_TEXT, ReplyFinishedReason.EXCEED_MAX_ITERS),
-        )
-
-    def _reply_end(self, reason: ReplyFinishedReason) -> ReplyEndEvent:
-        return ReplyEndEvent(
-            session_id=self.state.session_id, reply_id=self.state.reply_id, finished_reason=reason
-        )
-
-    def _final(
-        self,
-        text: str,
-        reason: ReplyFinishedReason,
-        structured_output: dict[str, Any] | None = None,
-    ) -> Msg:
-        return AssistantMsg(
-            self.name,
-            text,
-            id=self.state.reply_id,
-            finished_reason=reason,
-            finished_at=_now(),
-            structured_output=structured_output,
-            usage=self._reply_usage(),
-        )
-
-    def _reply_usage(self) -> Usage | None:
-        last = self.state._reply_message(self.name)
-        if last is None or last.id != self.state.reply_id or last.usage is None:
-            return None
-        return attrs.evolve(last.usage)
+        The model input is built once for the step (``on_system_prompt`` runs once) and shared
+        by the compression check, the injection and the call.
+        """
+        if step.hint is not None:
+            self.state.append_context(self.name, [step.hint])
+        await self._supervisor.deliver_results(self.state, self.name, emit)
+        model_input = await self._reasoner.model_input(run.tools)
+        run.model_input = model_input
+        try:
+            await self.compress_context()
+            await self._injector.inject(model_input, emit)
+            return await self._reasoner.step(run, step.tool_choice, emit)
+        finally:
+            run.model_input = None
 
     # -- inputs ---------------------------------------------------------------------------------
 
     def _handle_incoming_messages(self, msgs: Sequence[Msg]) -> None:
-        """Validate, deep-copy and append incoming messages (reference/agent.md §3.1)."""
+        """Validate, deep-copy and append incoming messages."""
         patterns = getattr(
             getattr(self.model, "formatter", None), "supported_input_media_types", None
         )
@@ -653,286 +578,5 @@ class Agent:
                     )
             copied = copy.deepcopy(msg)
             if patterns is not None:
-                copied.content = [_convert_unsupported(b, patterns) for b in copied.content]
+                copied.content = [convert_unsupported(b, patterns) for b in copied.content]
             self.state.context.append(copied)
-
-    # -- reasoning --------------------------------------------------------------------------------
-
-    async def _reasoning(self, tool_choice: ToolChoice | None, emit: Emit) -> Msg | None:
-        """Run the ``on_reasoning`` chain; returns the candidate final Msg, if any."""
-        candidate: Msg | None = None
-        interrupted = False
-
-        async def sink(item: Any) -> None:
-            nonlocal candidate, interrupted
-            if isinstance(item, Msg):
-                candidate = item
-                return
-            if isinstance(item, ModelCallEndEvent):
-                interrupted = item.finished_reason == FinishedReason.INTERRUPTED
-            await emit(item)
-
-        await self._reasoning_handler({"tool_choice": tool_choice}, sink)
-        if interrupted:
-            raise StopReply
-        return candidate
-
-    async def _reasoning_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
-        tool_choice = kwargs.get("tool_choice")
-        reply_id = self.state.reply_id
-        await emit(ModelCallStartEvent(reply_id=reply_id, model_name=_model_name(self.model)))
-        model_input = await self._prepare_model_input()
-        converter = ChunkConverter(reply_id)
-        completed: ChatResponse | None = None
-        streamed = False
-
-        async def model_sink(response: ChatResponse) -> None:
-            nonlocal completed, streamed
-            if response.is_last:
-                completed = response
-                if streamed:
-                    return
-                # A non-streaming response (no deltas came before it) is converted once, as
-                # if it were a single chunk (reference/agent.md §2.1), so the consumer still
-                # sees its text, thinking and tool-call blocks.
-            else:
-                streamed = True
-            for event in converter.convert(response):
-                await emit(event)
-
-        try:
-            await self._call_model(
-                model_input["messages"], model_input["tools"], tool_choice, model_sink
-            )
-        except BaseException as exc:
-            with trio.CancelScope(shield=True) as cleanup:
-                # Shielded so open blocks are closed and the partial response saved while the
-                # reply is cancelled; bounded by react_config.interrupt_grace.
-                cleanup.deadline = trio.current_time() + self.react_config.interrupt_grace
-                for event in converter.finish():
-                    await emit(event)
-                if is_cancellation(exc):
-                    partial = completed or ChatResponse(content=[])
-                    await self._end_model_call(
-                        emit, attrs.evolve(partial, finished_reason=FinishedReason.INTERRUPTED)
-                    )
-            raise
-        if completed is None:
-            # Close the blocks the deltas opened, as for any other failed model call, so the
-            # ERROR end does not leave a dangling TEXT/TOOL_CALL start in the event stream.
-            for event in converter.finish():
-                await emit(event)
-            raise RuntimeError(
-                "Model returned an empty streaming response: no is_last=True chunk was "
-                "received. A model or on_model_call middleware must end with a complete response."
-            )
-        with trio.CancelScope(shield=True) as finishing:
-            # Shielded so a cancellation landing here cannot split the finished call between
-            # what the consumer saw and what the context holds; bounded by
-            # react_config.interrupt_grace.
-            finishing.deadline = trio.current_time() + self.react_config.interrupt_grace
-            for event in converter.finish():
-                await emit(event)
-            await self._end_model_call(emit, completed)
-        content = completed.content
-        thinking_only = bool(content) and all(isinstance(b, ThinkingBlock) for b in content)
-        if (
-            completed.finished_reason != FinishedReason.INTERRUPTED
-            and not any(isinstance(b, ToolCallBlock) for b in content)
-            and not thinking_only
-        ):
-            await emit(
-                AssistantMsg(
-                    self.name,
-                    copy.deepcopy(list(content)),
-                    id=self.state.reply_id,
-                    finished_at=_now(),
-                    finished_reason=ReplyFinishedReason.COMPLETED,
-                    usage=self._reply_usage(),
-                )
-            )
-
-    async def _end_model_call(self, emit: Emit, response: ChatResponse) -> None:
-        """Save the response's blocks (minus audio) to the context, then emit MODEL_CALL_END.
-
-        Saving first keeps the context consistent with the streamed deltas even if the end
-        event cannot be delivered.
-        """
-        usage = response.usage
-        blocks = [
-            copy.deepcopy(b)
-            for b in response.content
-            if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
-        ]
-        if blocks or usage is not None:
-            msg = self.state.append_context(self.name, blocks)
-            if usage is not None:
-                msg.append_usage(
-                    Usage(
-                        input_tokens=usage.input_tokens,
-                        output_tokens=usage.output_tokens,
-                        cache_input_tokens=usage.cache_input_tokens or 0,
-                        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-                    )
-                )
-        await emit(
-            ModelCallEndEvent(
-                reply_id=self.state.reply_id,
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
-                cache_input_tokens=(usage.cache_input_tokens or 0) if usage else 0,
-                cache_creation_input_tokens=(usage.cache_creation_input_tokens or 0)
-                if usage
-                else 0,
-                finished_reason=response.finished_reason,
-            )
-        )
-
-    async def _call_model(
-        self,
-        messages: list[Msg],
-        tools: list[dict[str, Any]],
-        tool_choice: ToolChoice | None,
-        sink: Emit,
-    ) -> None:
-        """The ``on_model_call`` chain with agent-level retries, then the fallback model.
-
-        Any ``Exception`` is retried (``model_config.max_retries`` extra attempts per model)
-        unless the attempt already emitted chunks: a stream is never replayed.
-        """
-        models = [self.model]
-        if self.model_config.fallback_model is not None:
-            models.append(self.model_config.fallback_model)
-        last_error: Exception | None = None
-        for model in models:
-            for attempt in range(self.model_config.max_retries + 1):
-                emitted = False
-
-                async def attempt_sink(response: Any) -> None:
-                    nonlocal emitted
-                    # Only deltas reach the consumer.  A lone final response (such as the
-                    # empty INTERRUPTED partial of an inner call that a middleware abandoned
-                    # before raising) must not block the retry.
-                    if not getattr(response, "is_last", False):
-                        emitted = True
-                    await sink(response)
-
-                kwargs = {
-                    "current_model": model,
-                    "messages": messages,
-                    "tools": tools,
-                    "tool_choice": tool_choice,
-                }
-                try:
-                    await self._model_call_handler(kwargs, attempt_sink)
-                except Exception as exc:
-                    if emitted:
-                        raise
-                    last_error = exc
-                    logger.warning(
-                        "model call to %s failed (attempt %d): %s",
-                        _model_name(model),
-                        attempt + 1,
-                        exc,
-                    )
-                    continue
-                return
-        assert last_error is not None
-        raise last_error
-
-    async def _model_call_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
-        model = kwargs["current_model"]
-        response = await model(
-            kwargs["messages"], kwargs.get("tools"), kwargs.get("tool_choice"), emit=emit
-        )
-        await emit(response)
-
-    async def _prepare_model_input(self) -> dict[str, Any]:
-        """The messages and tool schemas of the next model call."""
-        messages: list[Msg] = []
-        prompt = await self._get_system_prompt()
-        if prompt:
-            messages.append(SystemMsg("system", prompt))
-        summary = self.state.summary
-        if summary:
-            messages.append(UserMsg("user", summary if isinstance(summary, str) else list(summary)))
-        messages.extend(self.state.context)
-        _compress.ensure_compression_tool(self)
-        tools = self.toolkit.get_tool_schemas(self.state.tool_context.activated_groups)
-        return {"messages": messages, "tools": tools}
-
-    async def _get_system_prompt(self) -> str:
-        parts = [self.system_prompt] if self.system_prompt else []
-        skill_instructions = getattr(self.toolkit, "get_skill_instructions", None)
-        if callable(skill_instructions):
-            extra = skill_instructions(self.state.tool_context.activated_groups)
-            if extra:
-                parts.append(extra)
-        prompt = "\n".join(parts)
-        for hook in self._system_prompt_hooks:
-            prompt = await hook(self, prompt)
-        return prompt
-
-    # -- acting and permissions (see _acting.py) --------------------------------------------------
-
-    async def _acting_core(self, kwargs: dict[str, Any], emit: Emit) -> None:
-        response = await self.toolkit.call_tool(kwargs["tool_call"], state=self.state, emit=emit)
-        await emit(response)
-
-    async def _check_permission_core(self, kwargs: dict[str, Any]) -> Any:
-        return await _acting.check_permission_core(self, kwargs)
-
-    async def _compress_core(self, kwargs: dict[str, Any]) -> None:
-        await _compress.compress_context(
-            self, kwargs.get("context_config") or self.context_config, kwargs.get("instructions")
-        )
-
-
-def _now() -> str:
-    from .._core.ids import generate_timestamp
-
-    return generate_timestamp()
-
-
-def _model_name(model: Any) -> str:
-    return str(getattr(model, "model", type(model).__name__))
-
-
-def _classify_inputs(
-    inputs: ReplyInputs,
-) -> tuple[
-    UserConfirmResultEvent | ExternalExecutionResultEvent | UserInterruptEvent | None, list[Msg]
-]:
-    if inputs is None:
-        return None, []
-    if isinstance(
-        inputs, UserConfirmResultEvent | ExternalExecutionResultEvent | UserInterruptEvent
-    ):
-        return inputs, []
-    if isinstance(inputs, Msg):
-        return None, [inputs]
-    if isinstance(inputs, str):
-        raise TypeError("reply() takes a Msg, not a str; wrap it: UserMsg('user', text)")
-    if isinstance(inputs, Sequence):
-        return None, list(inputs)
-    raise TypeError(f"unsupported reply input: {type(inputs).__name__}")
-
-
-def _convert_unsupported(block: Any, patterns: Sequence[str]) -> Any:
-    if not isinstance(block, DataBlock):
-        return block
-    media_type = block.source.media_type
-    if any(fnmatch.fnmatch(media_type, p) for p in patterns):
-        return block
-    named = f"named '{block.name}' " if block.name else ""
-    if isinstance(block.source, URLSource):
-        text = (
-            f"<system-reminder>An attached file {named}is saved into {block.source.url}."
-            "</system-reminder>"
-        )
-    else:
-        text = (
-            f"<system-reminder>An unsupported input file {named}is attached with media type "
-            f"'{media_type}'.</system-reminder>"
-        )
-    return TextBlock(text=text)

@@ -1,40 +1,37 @@
-"""Background tools supervised by ``async with agent:`` (DESIGN.md §6).
+"""Background tools supervised by ``async with agent:``.
 
-A call moves to the agent's supervision nursery when its tool says so (``is_background``), when
-it is still running after ``background_after`` seconds, or when an ``on_acting`` middleware
-calls :func:`run_in_background` itself.  The model gets a "running in background" result at
-once; the real result is delivered as a hint on the next reasoning step (or whenever the caller
-asks via :meth:`Supervisor.wait_result`).  Leaving ``async with agent:`` cancels the tasks, and
+A call moves to the agent's supervision nursery when its tool says so (``is_background``), or
+when it is still running after ``background_after`` seconds.  The model gets a "running in
+background" result at once; the real result is delivered as a hint on the next reasoning step
+(or whenever the caller asks via :meth:`Supervisor.wait_result`).  Leaving ``async with agent:`` cancels the tasks, and
 each records exactly one interrupted result.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TypeAlias
 
 import trio
 
 from .._core.concurrency import is_cancellation, reraise_unwrapped, unwrap_group
-from ..event import HintBlockEvent
+from .._core.emit import Emit
+from ..event import AgentEvent, HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
-from ..tool import ToolChunk, ToolResponse
-from ..tool._response import chunk_from_response
-
-if TYPE_CHECKING:
-    from ..tool import ToolBase
-    from ._agent import Agent
+from ..tool import ToolBase, ToolChunk, ToolResponse
+from ._state import AgentState
 
 __all__ = [
+    "INTERRUPTED_TEXT",
     "BackgroundStatus",
     "BackgroundToolError",
     "BackgroundToolHandle",
     "Supervisor",
-    "run_in_background",
     "wants_background",
 ]
 
@@ -42,7 +39,11 @@ INTERRUPTED_TEXT = (
     "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
 )
 
-Sink = Callable[[Any], Awaitable[None]]
+#: What the ``on_acting`` chain passes on: chunks, then one final response.
+ActingItem: TypeAlias = ToolChunk | ToolResponse
+Sink: TypeAlias = Emit[ActingItem]
+#: Runs a call's ``on_acting`` chain with the given sink.
+ActingRun: TypeAlias = Callable[[ToolCallBlock, Sink], Awaitable[None]]
 
 
 class BackgroundToolError(DeveloperOrientedException):
@@ -103,17 +104,12 @@ class BackgroundToolHandle:
 class Supervisor:
     """The agent's supervision scope: a nursery for background tools and their results."""
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+    def __init__(self) -> None:
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
         self.handles: dict[str, BackgroundToolHandle] = {}
         self._pending: list[BackgroundToolHandle] = []
         self._arrived = trio.Event()
-
-    @property
-    def is_open(self) -> bool:
-        return self._nursery is not None
 
     async def open(self) -> None:
         if self._stack is not None:
@@ -175,7 +171,7 @@ class Supervisor:
         collected = ToolResponse(id=handle.call_id)
         final: ToolResponse | None = None
 
-        async def sink(item: Any) -> None:
+        async def sink(item: ActingItem) -> None:
             nonlocal final
             if isinstance(item, ToolResponse):
                 final = item
@@ -230,6 +226,97 @@ class Supervisor:
         if handle in self._pending:
             self._pending.remove(handle)
 
+    async def run_in_background(
+        self, call: ToolCallBlock, tool: ToolBase | None, acting: ActingRun, sink: Sink
+    ) -> None:
+        """Run ``call``'s ``on_acting`` chain under the supervisor; report to ``sink``.
+
+        With ``background_after`` the call stays in the foreground (its chunks stream to ``sink``)
+        until that many seconds pass, then moves to the background.  Either way ``sink`` receives
+        exactly one :class:`ToolResponse`: the real one, or the "running in background" placeholder.
+        """
+        after = None if tool is None or tool.is_background else tool.background_after
+        send, recv = trio.open_memory_channel[ActingItem](math.inf)
+        handed_off = False
+
+        async def body(task_sink: Sink) -> None:
+            async def forward(item: ActingItem) -> None:
+                await task_sink(item)
+                if not handed_off:
+                    send.send_nowait(item)
+
+            with send:
+                await acting(call, forward)
+
+        handle = await self.start(call, body)
+        try:
+            if after is None:
+                handed_off = True
+                recv.close()
+            else:
+                deadline = trio.current_time() + after
+                while True:
+                    # Only the wait for the next item is timed: a timer must never cancel the
+                    # delivery of an item to the reply (that could drop an event mid-way).
+                    with trio.move_on_at(deadline) as window:
+                        try:
+                            item = await recv.receive()
+                        except trio.EndOfChannel:
+                            item = None
+                    if window.cancelled_caught:
+                        break
+                    if item is None:
+                        # The task ended without a response (it failed or was cancelled).
+                        result = await handle.wait()
+                        self.delivered_in_foreground(handle)
+                        await sink(result)
+                        return
+                    await sink(item)
+                    if isinstance(item, ToolResponse):
+                        self.delivered_in_foreground(handle)
+                        return
+                recv.close()
+                handed_off = True
+            await _send_placeholder(sink, call, after)
+        except BaseException:
+            # The reply was cancelled (or failed) before the model got the placeholder: the reply
+            # records the call's interrupted result itself, so stop the task too, and never
+            # deliver its result again as a background hint.
+            handle.cancel()
+            self.delivered_in_foreground(handle)
+            raise
+        finally:
+            recv.close()
+
+    async def deliver_results(self, state: AgentState, name: str, emit: Emit[AgentEvent]) -> None:
+        """Append finished background results as hints to the reply (before a reasoning step).
+
+        Every hint is in the context before the first event is emitted, so a cancellation while
+        a consumer handles one event loses none of the others.
+        """
+        hints: list[HintBlock] = []
+        for handle in self.take_results():
+            assert handle.result is not None
+            text = handle.result.text() if hasattr(handle.result, "text") else ""
+            status = handle.status.value
+            body = (
+                f"<system-notification>Tool '{handle.tool_name}' running in background "
+                f"(id={handle.call_id}) has {'completed' if status == 'success' else status}."
+                f"\n\nResult:\n\n{text or '(no output)'}</system-notification>"
+            )
+            hint = HintBlock(
+                hint=[TextBlock(text=body)],
+                source=f'{{"label": "tool_output", "sublabel": "{handle.tool_name} · {handle.call_id}"}}',
+            )
+            state.append_context(name, [hint])
+            hints.append(hint)
+        for hint in hints:
+            await emit(
+                HintBlockEvent(
+                    reply_id=state.reply_id, block_id=hint.id, source=hint.source, hint=hint.hint
+                )
+            )
+
 
 def _split_failure(
     exc: BaseException,
@@ -279,99 +366,10 @@ async def _send_placeholder(sink: Sink, call: ToolCallBlock, after: float | None
     response = placeholder(call, after)
     # As a chunk first, so the event stream shows the text the model reads (as the
     # reference's offload middleware does: a chunk, then the response).
-    await sink(chunk_from_response(response))
+    chunk = ToolChunk(
+        content=copy.deepcopy(response.content),
+        state=response.state,
+        metadata=dict(response.metadata),
+    )
+    await sink(chunk)
     await sink(response)
-
-
-async def run_in_background(
-    agent: Agent, call: ToolCallBlock, tool: ToolBase | None, sink: Sink
-) -> None:
-    """Run ``call``'s ``on_acting`` chain under the supervisor; report to ``sink``.
-
-    With ``background_after`` the call stays in the foreground (its chunks stream to ``sink``)
-    until that many seconds pass, then moves to the background.  Either way ``sink`` receives
-    exactly one :class:`ToolResponse`: the real one, or the "running in background" placeholder.
-    """
-    after = None if tool is None or tool.is_background else tool.background_after
-    supervisor = agent._supervisor
-    send, recv = trio.open_memory_channel[Any](math.inf)
-    handed_off = False
-
-    async def body(task_sink: Sink) -> None:
-        async def forward(item: Any) -> None:
-            await task_sink(item)
-            if not handed_off:
-                send.send_nowait(item)
-
-        with send:
-            await agent._acting_handler({"tool_call": call}, forward)
-
-    handle = await supervisor.start(call, body)
-    try:
-        if after is None:
-            handed_off = True
-            recv.close()
-        else:
-            deadline = trio.current_time() + after
-            while True:
-                # Only the wait for the next item is timed: a timer must never cancel the
-                # delivery of an item to the reply (that could drop an event mid-way).
-                with trio.move_on_at(deadline) as window:
-                    try:
-                        item = await recv.receive()
-                    except trio.EndOfChannel:
-                        item = None
-                if window.cancelled_caught:
-                    break
-                if item is None:
-                    # The task ended without a response (it failed or was cancelled).
-                    result = await handle.wait()
-                    supervisor.delivered_in_foreground(handle)
-                    await sink(result)
-                    return
-                await sink(item)
-                if isinstance(item, ToolResponse):
-                    supervisor.delivered_in_foreground(handle)
-                    return
-            recv.close()
-            handed_off = True
-        await _send_placeholder(sink, call, after)
-    except BaseException:
-        # The reply was cancelled (or failed) before the model got the placeholder: the reply
-        # records the call's interrupted result itself, so stop the task too, and never
-        # deliver its result again as a background hint.
-        handle.cancel()
-        supervisor.delivered_in_foreground(handle)
-        raise
-    finally:
-        recv.close()
-
-
-async def deliver_results(agent: Agent, emit: Sink) -> None:
-    """Append finished background results as hints to the reply (before a reasoning step).
-
-    Every hint is in the context before the first event is emitted, so a cancellation while
-    a consumer handles one event loses none of the others.
-    """
-    hints: list[HintBlock] = []
-    for handle in agent._supervisor.take_results():
-        assert handle.result is not None
-        text = handle.result.text() if hasattr(handle.result, "text") else ""
-        status = handle.status.value
-        body = (
-            f"<system-notification>Tool '{handle.tool_name}' running in background "
-            f"(id={handle.call_id}) has {'completed' if status == 'success' else status}."
-            f"\n\nResult:\n\n{text or '(no output)'}</system-notification>"
-        )
-        hint = HintBlock(
-            hint=[TextBlock(text=body)],
-            source=f'{{"label": "tool_output", "sublabel": "{handle.tool_name} · {handle.call_id}"}}',
-        )
-        agent.state.append_context(agent.name, [hint])
-        hints.append(hint)
-    for hint in hints:
-        await emit(
-            HintBlockEvent(
-                reply_id=agent.state.reply_id, block_id=hint.id, source=hint.source, hint=hint.hint
-            )
-        )

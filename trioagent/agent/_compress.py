@@ -1,4 +1,4 @@
-"""Context compression, image limits and tool-result truncation (reference/agent.md §8.2–8.3).
+"""Context compression, image limits and tool-result truncation.
 
 Before every reasoning step the agent estimates the size of its next request; past
 ``trigger_ratio × context_size`` the oldest part of the context is summarized by the model
@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import copy
 import logging
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import attrs
 
+from .._core.ids import current_datetime
 from ..message import (
     AssistantMsg,
     DataBlock,
     HintBlock,
     Msg,
-    SystemMsg,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -33,17 +32,10 @@ from ..permission import PermissionBehavior, PermissionContext, PermissionDecisi
 from ..tool import ToolBase, ToolChunk
 from ..types import FinishedReason
 from ._config import ContextConfig
-from ._run import StopReply
+from ._protocol import AgentLike
+from ._reply import ModelInput, StopReply
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
-__all__ = [
-    "CompressContextTool",
-    "compress_context",
-    "ensure_compression_tool",
-    "truncate_tool_result",
-]
+__all__ = ["CompressContextTool", "Compressor"]
 
 logger = logging.getLogger("trioagent.agent")
 
@@ -66,175 +58,222 @@ _STRUCTURED_TOOL_SCHEMA = [
 ]
 
 
-async def _count(agent: Agent, msgs: list[Msg], tools: list[dict[str, Any]] | None) -> int:
-    return int(await agent.model.count_tokens(msgs, tools))
+class Compressor:
+    """Compresses the agent's context, limits its images and truncates long tool results."""
 
+    def __init__(self, agent: AgentLike) -> None:
+        self._agent = agent
 
-def _base_messages(prompt: str, summary: Any) -> list[Msg]:
-    base: list[Msg] = []
-    if prompt:
-        base.append(SystemMsg("system", prompt))
-    if summary:
-        base.append(UserMsg("user", summary if isinstance(summary, str) else list(summary)))
-    return base
+    async def _count(self, msgs: list[Msg], tools: list[dict[str, Any]] | None) -> int:
+        return int(await self._agent.model.count_tokens(msgs, tools))
 
-
-async def compress_context(agent: Agent, cfg: ContextConfig, instructions: str | None) -> None:
-    """Compress the context when the next request would pass the trigger (§8.2)."""
-    _limit_images(agent, cfg)
-    model_input = await agent._prepare_model_input()
-    tools = model_input["tools"]
-    size = agent.model.context_size
-    estimated = await _count(agent, model_input["messages"], tools)
-    if estimated < cfg.trigger_ratio * size:
-        return
-    state = agent.state
-    if not state.context:
-        raise RuntimeError(
-            "The system prompt and the compression summary exceed the compression threshold "
-            f"({estimated} tokens >= {cfg.trigger_ratio} x {size}); nothing can be compressed."
-        )
-    prompt_text = await agent._get_system_prompt()
-    base = _base_messages(prompt_text, state.summary)
-    compressed, reserved = await _split(agent, base, tools, cfg.reserve_ratio * size)
-    if not compressed:
-        logger.warning("nothing fits the compression split; compressing with no reserve")
-        compressed, reserved = await _split(agent, base, tools, 0)
-    if not compressed:
-        return
-
-    def build_prompt(msgs: list[Msg]) -> list[Msg]:
-        prompt = [*base, *msgs]
-        if instructions:
-            prompt.append(AssistantMsg(agent.name, [HintBlock(hint=instructions)]))
-        now = datetime.now(ZoneInfo(agent.injection_config.timezone))
-        stamp = f"{now.strftime(agent.injection_config.time_format)} ({agent.injection_config.timezone})"
-        prompt.append(UserMsg("user", cfg.compression_prompt.replace("{current_time}", stamp)))
-        return prompt
-
-    prompt = build_prompt(compressed)
-    overflow = await _count(agent, prompt, _STRUCTURED_TOOL_SCHEMA) > size
-    result: Any = None
-    try:
-        result = await agent.model.generate_structured_output(prompt, cfg.summary_schema)
-    except Exception as exc:
-        error: Exception = exc
-        if overflow:
-            trimmed = list(compressed)
-            while (
-                len(trimmed) > 1
-                and await _count(agent, build_prompt(trimmed), _STRUCTURED_TOOL_SCHEMA)
-                >= size * cfg.trigger_ratio
-            ):
-                trimmed.pop(0)
-            try:
-                result = await agent.model.generate_structured_output(
-                    build_prompt(trimmed), cfg.summary_schema
-                )
-            except Exception as retry_exc:
-                error = retry_exc
-        if result is None:
-            if not cfg.compression_fallback_to_truncation:
-                raise
-            logger.warning("context summary failed (%s); truncating instead", error)
-    if result is not None and result.finished_reason == FinishedReason.INTERRUPTED:
-        raise StopReply
-
-    # Applying is synchronous, so once started it always completes: a cancellation can only
-    # arrive before it (the context is never left half-replaced).
-    _apply(agent, cfg, result, reserved)
-
-
-def _apply(agent: Agent, cfg: ContextConfig, result: Any, reserved: list[Msg]) -> None:
-    state = agent.state
-    if result is not None:
-        fields = dict.fromkeys(
-            (
-                "task_overview",
-                "current_state",
-                "important_discoveries",
-                "next_steps",
-                "context_to_preserve",
-            ),
-            "",
-        )
-        fields.update({k: str(v) for k, v in result.content.items()})
-        new_summary: Any = cfg.summary_template.format(**fields)
-    else:
-        new_summary = state.summary or TRUNCATED_SUMMARY
-    reply_msg = state._reply_message(agent.name)
-    usage = None
-    if reply_msg is not None and reply_msg.id == state.reply_id and reply_msg.usage is not None:
-        usage = attrs.evolve(reply_msg.usage)
-    if usage is not None and not any(m.id == state.reply_id for m in reserved):
-        reserved.append(Msg(agent.name, [], "assistant", id=state.reply_id, usage=usage))
-    state.summary = new_summary
-    state.context = reserved
-    if result is not None and result.usage is not None:
+    async def compress(
+        self, cfg: ContextConfig, instructions: str | None, model_input: ModelInput
+    ) -> None:
+        """Compress the context when the next request would pass the trigger."""
+        agent = self._agent
+        _limit_images(agent.state.context, cfg)
+        tools = model_input.tools
+        size = agent.model.context_size
+        estimated = await model_input.count_tokens(agent.model)
+        if estimated < cfg.trigger_ratio * size:
+            return
+        state = agent.state
         if not state.context:
-            state.context.append(Msg(agent.name, [], "assistant", id=state.reply_id))
-        state.context[-1].append_usage(
-            Usage(
-                input_tokens=result.usage.input_tokens,
-                output_tokens=result.usage.output_tokens,
-                cache_input_tokens=result.usage.cache_input_tokens or 0,
-                cache_creation_input_tokens=result.usage.cache_creation_input_tokens or 0,
+            raise RuntimeError(
+                "The system prompt and the compression summary exceed the compression threshold "
+                f"({estimated} tokens >= {cfg.trigger_ratio} x {size}); nothing can be compressed."
             )
+        base = model_input.base_messages()
+        compressed, reserved = await self._split(base, tools, cfg.reserve_ratio * size)
+        if not compressed:
+            logger.warning("nothing fits the compression split; compressing with no reserve")
+            compressed, reserved = await self._split(base, tools, 0)
+        if not compressed:
+            return
+
+        def build_prompt(msgs: list[Msg]) -> list[Msg]:
+            prompt = [*base, *msgs]
+            if instructions:
+                prompt.append(AssistantMsg(agent.name, [HintBlock(hint=instructions)]))
+            zone = agent.injection_config.timezone
+            now = current_datetime(ZoneInfo(zone))
+            stamp = f"{now.strftime(agent.injection_config.time_format)} ({zone})"
+            prompt.append(UserMsg("user", cfg.compression_prompt.replace("{current_time}", stamp)))
+            return prompt
+
+        prompt = build_prompt(compressed)
+        overflow = await self._count(prompt, _STRUCTURED_TOOL_SCHEMA) > size
+        result: Any = None
+        try:
+            result = await agent.model.generate_structured_output(prompt, cfg.summary_schema)
+        except Exception as exc:
+            error: Exception = exc
+            if overflow:
+                trimmed = list(compressed)
+                while (
+                    len(trimmed) > 1
+                    and await self._count(build_prompt(trimmed), _STRUCTURED_TOOL_SCHEMA)
+                    >= size * cfg.trigger_ratio
+                ):
+                    trimmed.pop(0)
+                try:
+                    result = await agent.model.generate_structured_output(
+                        build_prompt(trimmed), cfg.summary_schema
+                    )
+                except Exception as retry_exc:
+                    error = retry_exc
+            if result is None:
+                if not cfg.compression_fallback_to_truncation:
+                    raise
+                logger.warning("context summary failed (%s); truncating instead", error)
+        if result is not None and result.finished_reason == FinishedReason.INTERRUPTED:
+            raise StopReply
+
+        # Applying is synchronous, so once started it always completes: a cancellation can only
+        # arrive before it (the context is never left half-replaced).
+        self._apply(cfg, result, reserved)
+
+    def _apply(self, cfg: ContextConfig, result: Any, reserved: list[Msg]) -> None:
+        agent = self._agent
+        state = agent.state
+        if result is not None:
+            fields = dict.fromkeys(
+                (
+                    "task_overview",
+                    "current_state",
+                    "important_discoveries",
+                    "next_steps",
+                    "context_to_preserve",
+                ),
+                "",
+            )
+            fields.update({k: str(v) for k, v in result.content.items()})
+            new_summary: Any = cfg.summary_template.format(**fields)
+        else:
+            new_summary = state.summary or TRUNCATED_SUMMARY
+        reply_msg = state.reply_message(agent.name)
+        usage = None
+        if reply_msg is not None and reply_msg.id == state.reply_id and reply_msg.usage is not None:
+            usage = attrs.evolve(reply_msg.usage)
+        if usage is not None and not any(m.id == state.reply_id for m in reserved):
+            reserved.append(Msg(agent.name, [], "assistant", id=state.reply_id, usage=usage))
+        state.summary = new_summary
+        state.context = reserved
+        if result is not None and result.usage is not None:
+            if not state.context:
+                state.context.append(Msg(agent.name, [], "assistant", id=state.reply_id))
+            state.context[-1].append_usage(
+                Usage(
+                    input_tokens=result.usage.input_tokens,
+                    output_tokens=result.usage.output_tokens,
+                    cache_input_tokens=result.usage.cache_input_tokens or 0,
+                    cache_creation_input_tokens=result.usage.cache_creation_input_tokens or 0,
+                )
+            )
+
+    async def _split(
+        self, base: list[Msg], tools: list[dict[str, Any]], reserve: float
+    ) -> tuple[list[Msg], list[Msg]]:
+        """Split the context into (compressed, reserved) at the reserve budget."""
+        agent = self._agent
+        context = agent.state.context
+        boundary_index: int | None = None
+        for index in range(len(context) - 1, -1, -1):
+            if await self._count([*base, *context[index:]], tools) >= reserve:
+                boundary_index = index
+                break
+        if boundary_index is None:
+            return [], list(context)
+        unfinished = {c.id for c in agent.state.get_unfinished_tool_calls(agent.name)}
+        for index, msg in enumerate(context[: boundary_index + 1]):
+            if any(isinstance(b, ToolCallBlock) and b.id in unfinished for b in msg.content):
+                boundary_index = index
+                break
+        boundary = context[boundary_index]
+        after = context[boundary_index + 1 :]
+        blocks = boundary.content
+        cut = len(blocks)
+        while cut > 0:
+            candidate = Msg(boundary.name, blocks[cut - 1 :], boundary.role, id=boundary.id)
+            if await self._count([*base, candidate, *after], tools) > reserve:
+                break
+            cut -= 1
+        for index, block in enumerate(blocks):
+            if isinstance(block, ToolCallBlock) and block.id in unfinished:
+                cut = min(cut, index)
+                break
+        head, tail = list(blocks[:cut]), list(blocks[cut:])
+        compressed_calls = {
+            b.id
+            for m in context[:boundary_index]
+            for b in m.content
+            if isinstance(b, ToolCallBlock)
+        }
+        compressed_calls |= {b.id for b in head if isinstance(b, ToolCallBlock)}
+        moved = [b for b in tail if isinstance(b, ToolResultBlock) and b.id in compressed_calls]
+        tail = [b for b in tail if b not in moved]
+        head.extend(moved)
+        reserved_after: list[Msg] = []
+        for msg in after:
+            stray = [
+                b
+                for b in msg.content
+                if isinstance(b, ToolResultBlock) and b.id in compressed_calls
+            ]
+            if stray:
+                head.extend(stray)
+                msg = attrs.evolve(msg, content=[b for b in msg.content if b not in stray])
+            reserved_after.append(msg)
+        compressed = list(context[:boundary_index])
+        if head:
+            compressed.append(_with_content(boundary, head))
+        reserved = ([_with_content(boundary, tail)] if tail else []) + reserved_after
+        return compressed, reserved
+
+    async def truncate(self, result: ToolResultBlock) -> ToolResultBlock:
+        """Cut a tool result above ``tool_result_limit`` tokens and say so."""
+        agent = self._agent
+        limit = agent.context_config.tool_result_limit
+        output = (
+            [TextBlock(text=result.output)]
+            if isinstance(result.output, str)
+            else list(result.output)
         )
 
+        async def tokens(blocks: list[Any]) -> int:
+            return await self._count([AssistantMsg(agent.name, list(blocks))], None)
 
-async def _split(
-    agent: Agent, base: list[Msg], tools: list[dict[str, Any]], reserve: float
-) -> tuple[list[Msg], list[Msg]]:
-    """Split the context into (compressed, reserved) at the reserve budget."""
-    context = agent.state.context
-    boundary_index: int | None = None
-    for index in range(len(context) - 1, -1, -1):
-        if await _count(agent, [*base, *context[index:]], tools) >= reserve:
-            boundary_index = index
-            break
-    if boundary_index is None:
-        return [], list(context)
-    unfinished = {c.id for c in agent.state.get_unfinished_tool_calls(agent.name)}
-    for index, msg in enumerate(context[: boundary_index + 1]):
-        if any(isinstance(b, ToolCallBlock) and b.id in unfinished for b in msg.content):
-            boundary_index = index
-            break
-    boundary = context[boundary_index]
-    after = context[boundary_index + 1 :]
-    blocks = boundary.content
-    cut = len(blocks)
-    while cut > 0:
-        candidate = Msg(boundary.name, blocks[cut - 1 :], boundary.role, id=boundary.id)
-        if await _count(agent, [*base, candidate, *after], tools) > reserve:
-            break
-        cut -= 1
-    for index, block in enumerate(blocks):
-        if isinstance(block, ToolCallBlock) and block.id in unfinished:
-            cut = min(cut, index)
-            break
-    head, tail = list(blocks[:cut]), list(blocks[cut:])
-    compressed_calls = {
-        b.id for m in context[:boundary_index] for b in m.content if isinstance(b, ToolCallBlock)
-    }
-    compressed_calls |= {b.id for b in head if isinstance(b, ToolCallBlock)}
-    moved = [b for b in tail if isinstance(b, ToolResultBlock) and b.id in compressed_calls]
-    tail = [b for b in tail if b not in moved]
-    head.extend(moved)
-    reserved_after: list[Msg] = []
-    for msg in after:
-        stray = [
-            b for b in msg.content if isinstance(b, ToolResultBlock) and b.id in compressed_calls
-        ]
-        if stray:
-            head.extend(stray)
-            msg = attrs.evolve(msg, content=[b for b in msg.content if b not in stray])
-        reserved_after.append(msg)
-    compressed = list(context[:boundary_index])
-    if head:
-        compressed.append(_with_content(boundary, head))
-    reserved = ([_with_content(boundary, tail)] if tail else []) + reserved_after
-    return compressed, reserved
+        if await tokens(output) <= limit:
+            return result
+        boundary = 0
+        for index in range(1, len(output)):
+            if await tokens(output[:index]) < limit:
+                boundary = index
+        kept = [copy.deepcopy(b) for b in output[:boundary]]
+        block = output[boundary] if boundary < len(output) else None
+        offloaded = list(output[boundary + 1 :])
+        if isinstance(block, TextBlock):
+            before = await tokens(kept)
+            whole = await tokens([*kept, block])
+            share = (limit - before) / max(whole - before, 1)
+            keep_chars = max(0, min(len(block.text), int(share * len(block.text))))
+            if keep_chars:
+                if kept and isinstance(kept[-1], TextBlock):
+                    kept[-1].text += block.text[:keep_chars]
+                else:
+                    kept.append(TextBlock(id=block.id, text=block.text[:keep_chars]))
+            if keep_chars < len(block.text):
+                offloaded.insert(0, TextBlock(text=block.text[keep_chars:]))
+        elif block is not None:
+            offloaded.insert(0, block)
+        if not offloaded:
+            return result
+        if kept and isinstance(kept[-1], TextBlock):
+            kept[-1].text += TRUNCATION_NOTE
+        else:
+            kept.append(TextBlock(text=TRUNCATION_NOTE))
+        return attrs.evolve(result, output=kept)
 
 
 def _with_content(msg: Msg, blocks: list[Any]) -> Msg:
@@ -243,10 +282,10 @@ def _with_content(msg: Msg, blocks: list[Any]) -> Msg:
     return clone
 
 
-def _limit_images(agent: Agent, cfg: ContextConfig) -> None:
+def _limit_images(context: list[Msg], cfg: ContextConfig) -> None:
     """Replace the oldest image blocks beyond ``max_image_num`` with a short reminder."""
     found: list[tuple[list[Any], int, DataBlock, bool]] = []
-    for msg in agent.state.context:
+    for msg in context:
         for index, block in enumerate(msg.content):
             if isinstance(block, DataBlock) and block.source.media_type.startswith("image/"):
                 found.append((msg.content, index, block, msg.role != "user"))
@@ -274,48 +313,6 @@ def _limit_images(agent: Agent, cfg: ContextConfig) -> None:
         container[index] = HintBlock(hint=text) if top_level else TextBlock(text=text)
 
 
-async def truncate_tool_result(agent: Agent, result: ToolResultBlock) -> ToolResultBlock:
-    """Cut a tool result above ``tool_result_limit`` tokens and say so (§8.3)."""
-    limit = agent.context_config.tool_result_limit
-    output = (
-        [TextBlock(text=result.output)] if isinstance(result.output, str) else list(result.output)
-    )
-
-    async def tokens(blocks: list[Any]) -> int:
-        return await _count(agent, [AssistantMsg(agent.name, list(blocks))], None)
-
-    if await tokens(output) <= limit:
-        return result
-    boundary = 0
-    for index in range(1, len(output)):
-        if await tokens(output[:index]) < limit:
-            boundary = index
-    kept = [copy.deepcopy(b) for b in output[:boundary]]
-    block = output[boundary] if boundary < len(output) else None
-    offloaded = list(output[boundary + 1 :])
-    if isinstance(block, TextBlock):
-        before = await tokens(kept)
-        whole = await tokens([*kept, block])
-        share = (limit - before) / max(whole - before, 1)
-        keep_chars = max(0, min(len(block.text), int(share * len(block.text))))
-        if keep_chars:
-            if kept and isinstance(kept[-1], TextBlock):
-                kept[-1].text += block.text[:keep_chars]
-            else:
-                kept.append(TextBlock(id=block.id, text=block.text[:keep_chars]))
-        if keep_chars < len(block.text):
-            offloaded.insert(0, TextBlock(text=block.text[keep_chars:]))
-    elif block is not None:
-        offloaded.insert(0, block)
-    if not offloaded:
-        return result
-    if kept and isinstance(kept[-1], TextBlock):
-        kept[-1].text += TRUNCATION_NOTE
-    else:
-        kept.append(TextBlock(text=TRUNCATION_NOTE))
-    return attrs.evolve(result, output=kept)
-
-
 class CompressContextTool(ToolBase):
     """``CompressContext``: lets the model compress its own context (``compression_tool_enabled``)."""
 
@@ -327,7 +324,7 @@ class CompressContextTool(ToolBase):
     input_schema = {"type": "object", "properties": {}}  # noqa: RUF012
     is_concurrency_safe = False
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentLike) -> None:
         super().__init__()
         self._agent = agent
 
@@ -359,15 +356,3 @@ class CompressContextTool(ToolBase):
         else:
             text = "Context compressed successfully."
         return ToolChunk(content=[TextBlock(text=text)])
-
-
-def ensure_compression_tool(agent: Agent) -> None:
-    """Register the agent's ``CompressContext`` tool when the config enables it."""
-    if not agent.context_config.compression_tool_enabled:
-        return
-    tool = agent._compress_tool
-    if tool is None:
-        tool = CompressContextTool(agent)
-        agent._compress_tool = tool
-    if agent.toolkit.get_tool(tool.name) is not tool:
-        agent.toolkit.add_tool(tool)

@@ -1,4 +1,4 @@
-"""Agent configuration objects (reference/agent.md §1.7).
+"""Agent configuration objects.
 
 Each agent gets fresh default instances; the objects are mutable so a middleware or the
 application can adjust them between replies.
@@ -96,13 +96,11 @@ class ReActConfig:
     emitting the INTERRUPTED end).  ``interruption_raise_cancelled_error``: when true,
     ``agent.reply()`` raises :class:`~trioagent.exception.ReplyInterruptedError` (carrying the
     interrupted Msg) after ``agent.interrupt()`` instead of returning the Msg.  An outer
-    cancellation always propagates ``trio.Cancelled``.  ``stop_on_reject`` is kept for
-    AgentScope parity; like the reference, the agent does not read it.
+    cancellation always propagates ``trio.Cancelled``.
     """
 
     max_iters: int = attrs.field(default=50, validator=attrs.validators.ge(0))
     structured_output_grace_iters: int = attrs.field(default=5, validator=attrs.validators.gt(0))
-    stop_on_reject: bool = False
     interruption_message: str = "I notice the interruption. How can I help you?"
     interruption_raise_cancelled_error: bool = False
     interrupt_grace: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
@@ -144,7 +142,7 @@ def _check_timezone(instance: InjectionConfig, attribute: attrs.Attribute[str], 
 
 @attrs.define(kw_only=True)
 class InjectionConfig:
-    """Runtime-state injection before each reasoning step (reference/agent.md §8.5)."""
+    """Runtime-state injection before each reasoning step."""
 
     inject_runtime_state: bool = True
     timezone: str = attrs.field(default="UTC", validator=_check_timezone)

@@ -1,4 +1,4 @@
-"""Turning model response chunks into agent events (reference/agent.md §2.1).
+"""Turning model response chunks into agent events.
 
 A sans-IO state machine: :meth:`ChunkConverter.convert` takes one non-last ``ChatResponse``
 delta and returns the events it causes; :meth:`ChunkConverter.finish` closes what is still

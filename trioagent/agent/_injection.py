@@ -1,4 +1,4 @@
-"""Runtime-state injection before each reasoning step (reference/agent.md §8.5).
+"""Runtime-state injection before each reasoning step.
 
 A hint with the current time (and, when relevant, task counts, the context size and a warning
 about repeated failing tool calls) is appended to the reply message, so the model reasons with
@@ -10,17 +10,16 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from ..event import HintBlockEvent
+from .._core.emit import Emit
+from .._core.ids import current_datetime
+from ..event import AgentEvent, HintBlockEvent
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
-from ..middleware._chain import Emit
+from ._protocol import AgentLike
+from ._reply import ModelInput
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
-__all__ = ["inject_runtime_state"]
+__all__ = ["Injector"]
 
 _TIME_RE = re.compile(r"<current-time>(.*?)</current-time>")
 _TZ_RE = re.compile(r"<timezone>(.*?)</timezone>")
@@ -32,68 +31,78 @@ def _hint_text(hint: HintBlock) -> str:
     return "\n".join(b.text for b in hint.hint if isinstance(b, TextBlock))
 
 
-async def inject_runtime_state(agent: Agent, emit: Emit) -> None:
-    """Append (and announce) the runtime-state hint when any field is due."""
-    cfg = agent.injection_config
-    if not cfg.inject_runtime_state:
-        return
-    source = json.dumps(cfg.injection_source, ensure_ascii=False)
-    fields: dict[str, str] = {}
+class Injector:
+    """Appends the runtime-state hint (the time, task counts, the context size, repeated
+    failures) to the reply before a reasoning step."""
 
-    now = datetime.now(ZoneInfo(cfg.timezone))
-    last_time = _last_injected_time(agent, source)
-    if last_time is None or not (
-        timedelta(0) <= now - last_time <= timedelta(hours=cfg.time_interval)
-    ):
-        fields["current-time"] = now.strftime(cfg.time_format)
-        fields["timezone"] = cfg.timezone
+    def __init__(self, agent: AgentLike) -> None:
+        self._agent = agent
 
-    tasks = agent.state.tasks_context.tasks
-    in_progress = sum(1 for t in tasks if t.state == "in_progress")
-    pending = sum(1 for t in tasks if t.state == "pending")
-    if (in_progress or pending) and not _aware_of_tasks(agent, source):
-        fields["tasks"] = (
-            f"You have {in_progress} in-progress tasks and {pending} pending tasks. "
-            "Use `TaskList` to view them if you don't know."
-        )
+    async def inject(self, model_input: ModelInput, emit: Emit[AgentEvent]) -> None:
+        """Append (and announce) the runtime-state hint when any field is due."""
+        agent = self._agent
+        cfg = agent.injection_config
+        if not cfg.inject_runtime_state:
+            return
+        source = json.dumps(cfg.injection_source, ensure_ascii=False)
+        fields: dict[str, str] = {}
 
-    ctx = agent.context_config
-    if agent.state.cur_iter == 0:
-        model_input = await agent._prepare_model_input()
-        tokens = await agent.model.count_tokens(model_input["messages"], model_input["tools"])
-        size = agent.model.context_size
-        if tokens > (ctx.trigger_ratio - ctx.context_buffer_ratio) * size:
-            text = (
-                f"Your current context contains {tokens} tokens. When reaching "
-                f"{int(ctx.trigger_ratio * size)} tokens, your context will be compressed."
+        now = current_datetime(ZoneInfo(cfg.timezone))
+        last_time = _last_injected_time(agent, source)
+        if last_time is None or not (
+            timedelta(0) <= now - last_time <= timedelta(hours=cfg.time_interval)
+        ):
+            fields["current-time"] = now.strftime(cfg.time_format)
+            fields["timezone"] = cfg.timezone
+
+        tasks = agent.state.tasks_context.tasks
+        in_progress = sum(1 for t in tasks if t.state == "in_progress")
+        pending = sum(1 for t in tasks if t.state == "pending")
+        if (in_progress or pending) and not _aware_of_tasks(agent, source):
+            fields["tasks"] = (
+                f"You have {in_progress} in-progress tasks and {pending} pending tasks. "
+                "Use `TaskList` to view them if you don't know."
             )
-            if ctx.compression_tool_enabled and not in_progress:
-                text += (
-                    " No task is in progress, so judge by yourself whether the context should be "
-                    "compressed now by calling `CompressContext`."
+
+        ctx = agent.context_config
+        if agent.state.cur_iter == 0:
+            tokens = await model_input.count_tokens(agent.model)
+            size = agent.model.context_size
+            if tokens > (ctx.trigger_ratio - ctx.context_buffer_ratio) * size:
+                text = (
+                    f"Your current context contains {tokens} tokens. When reaching "
+                    f"{int(ctx.trigger_ratio * size)} tokens, your context will be compressed."
                 )
-            fields["context-length"] = text
+                if ctx.compression_tool_enabled and not in_progress:
+                    text += (
+                        " No task is in progress, so judge by yourself whether the context should be "
+                        "compressed now by calling `CompressContext`."
+                    )
+                fields["context-length"] = text
 
-    repeated = _repeated_failures(agent)
-    if repeated is not None:
-        name, count = repeated
-        fields["tool-error"] = cfg.tool_retries_hint.format(count=count, tool_name=name)
+        repeated = _repeated_failures(agent)
+        if repeated is not None:
+            name, count = repeated
+            fields["tool-error"] = cfg.tool_retries_hint.format(count=count, tool_name=name)
 
-    if not fields:
-        return
-    fields.update(cfg.extra_fields)
-    state_text = "\n".join(f"<{k}>{v}</{k}>" for k, v in fields.items())
-    hint = HintBlock(hint=cfg.template.replace("{runtime_state}", state_text), source=source)
-    agent.state.append_context(agent.name, [hint])
-    if cfg.emit_hint_event:
-        await emit(
-            HintBlockEvent(
-                reply_id=agent.state.reply_id, block_id=hint.id, source=hint.source, hint=hint.hint
+        if not fields:
+            return
+        fields.update(cfg.extra_fields)
+        state_text = "\n".join(f"<{k}>{v}</{k}>" for k, v in fields.items())
+        hint = HintBlock(hint=cfg.template.replace("{runtime_state}", state_text), source=source)
+        agent.state.append_context(agent.name, [hint])
+        if cfg.emit_hint_event:
+            await emit(
+                HintBlockEvent(
+                    reply_id=agent.state.reply_id,
+                    block_id=hint.id,
+                    source=hint.source,
+                    hint=hint.hint,
+                )
             )
-        )
 
 
-def _last_injected_time(agent: Agent, source: str) -> datetime | None:
+def _last_injected_time(agent: AgentLike, source: str) -> datetime | None:
     for msg in reversed(agent.state.context):
         if msg.role != "assistant":
             continue
@@ -115,7 +124,7 @@ def _last_injected_time(agent: Agent, source: str) -> datetime | None:
     return None
 
 
-def _aware_of_tasks(agent: Agent, source: str) -> bool:
+def _aware_of_tasks(agent: AgentLike, source: str) -> bool:
     names = set(agent.injection_config.task_tool_names)
     for msg in agent.state.context:
         if msg.role != "assistant":
@@ -139,9 +148,9 @@ def _normalized_input(raw: str) -> str:
         return raw.strip()
 
 
-def _repeated_failures(agent: Agent) -> tuple[str, int] | None:
+def _repeated_failures(agent: AgentLike) -> tuple[str, int] | None:
     """The tool whose trailing results are all errors with the same arguments, if often enough."""
-    last = agent.state._reply_message(agent.name)
+    last = agent.state.reply_message(agent.name)
     if last is None:
         return None
     calls = {b.id: b for b in last.content if isinstance(b, ToolCallBlock)}

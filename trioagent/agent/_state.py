@@ -1,4 +1,4 @@
-"""``AgentState``: everything an agent remembers, serializable to JSON (reference/agent.md §1.8).
+"""``AgentState``: everything an agent remembers, serializable to JSON.
 
 Save and restore with :mod:`trioagent.serialization`::
 
@@ -127,7 +127,7 @@ class AgentState:
     def cur_iter(self, value: int) -> None:
         self.reply_context.cur_iter = value
 
-    def _reply_message(self, name: str) -> Msg | None:
+    def reply_message(self, name: str) -> Msg | None:
         """The tail message if it is ``name``'s assistant message."""
         if not self.context:
             return None
@@ -142,7 +142,7 @@ class AgentState:
         The tail message is extended when it is ``name``'s assistant message with
         ``id == reply_id``; otherwise a new assistant message with that id is appended.
         """
-        last = self._reply_message(name)
+        last = self.reply_message(name)
         if last is not None and last.id == self.reply_id:
             last.content.extend(blocks)
             return last
@@ -153,7 +153,7 @@ class AgentState:
     def get_awaiting_tool_calls(self, name: str) -> list[ToolCallBlock]:
         """Calls of the tail message waiting for the user (``asking``) or for an external
         result (``submitted`` without a result)."""
-        last = self._reply_message(name)
+        last = self.reply_message(name)
         if last is None:
             return []
         answered = {b.id for b in last.content if isinstance(b, ToolResultBlock)}
@@ -172,7 +172,7 @@ class AgentState:
 
     def get_unfinished_tool_calls(self, name: str) -> list[ToolCallBlock]:
         """Calls of the current reply's message that have no result yet, in any state."""
-        last = self._reply_message(name)
+        last = self.reply_message(name)
         if last is None or last.id != self.reply_id:
             return []
         answered = {b.id for b in last.content if isinstance(b, ToolResultBlock)}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
 
 import trio
 
@@ -12,10 +13,13 @@ from .._core.concurrency import reraise_unwrapped
 from ..event import AgentEvent
 from ..message import Msg
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
 __all__ = ["ReplyStream"]
+
+#: Runs the reply with ``consumer`` as its outermost sink, calling ``on_registered`` once
+#: ``interrupt()`` reaches it.
+RunReply: TypeAlias = Callable[
+    [Callable[[AgentEvent | Msg], Awaitable[None]], Callable[[], object]], Awaitable[object]
+]
 
 #: Events buffered between the reply task and the consumer before the reply waits.
 BUFFER = 256
@@ -32,10 +36,8 @@ class ReplyStream:
     error of the reply is raised when the block exits, after its ERROR end event was streamed.
     """
 
-    def __init__(self, agent: Agent, inputs: Any, structured_schema: Any) -> None:
-        self._agent = agent
-        self._inputs = inputs
-        self._schema = structured_schema
+    def __init__(self, run_reply: RunReply) -> None:
+        self._run_reply = run_reply
         self._stack = contextlib.AsyncExitStack()
         self._recv: trio.MemoryReceiveChannel[AgentEvent] | None = None
         self._done = False
@@ -64,7 +66,7 @@ class ReplyStream:
         send: trio.MemorySendChannel[AgentEvent],
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        async def consume(item: Any) -> None:
+        async def consume(item: AgentEvent | Msg) -> None:
             if isinstance(item, Msg):
                 self.msg = item
                 return
@@ -77,9 +79,7 @@ class ReplyStream:
 
         with send:
             try:
-                await self._agent._run_reply(
-                    self._inputs, self._schema, consume, on_registered=task_status.started
-                )
+                await self._run_reply(consume, task_status.started)
             finally:
                 self._done = True
 

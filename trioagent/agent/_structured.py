@@ -1,13 +1,13 @@
-"""Structured output through the ``GenerateStructuredOutput`` tool (reference/agent.md §8.1).
+"""Structured output through the ``GenerateStructuredOutput`` tool.
 
-For a reply with a ``structured_schema`` the agent mounts this tool and keeps reminding the
-model to call it; the reply completes once a valid object was generated.
+For a reply with a ``structured_schema`` the agent offers this tool (to that reply only) and
+keeps reminding the model to call it; the reply completes once a valid object was generated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonschema
 from jsonschema import validators
@@ -15,15 +15,12 @@ from jsonschema import validators
 from ..message import TextBlock
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ..tool import ToolBase, ToolChunk
-from ..tool._schema import remove_title_field
 from ._state import schema_of
 
-if TYPE_CHECKING:
-    from ._agent import Agent
+__all__ = ["STRUCTURED_OUTPUT_TOOL_NAME", "StructuredOutputTool"]
 
-__all__ = ["TOOL_NAME", "StructuredOutputTool", "mount"]
-
-TOOL_NAME = "GenerateStructuredOutput"
+#: The name of the tool through which the model delivers a reply's structured output.
+STRUCTURED_OUTPUT_TOOL_NAME = "GenerateStructuredOutput"
 
 
 def _extend_with_defaults(base: Any) -> Any:
@@ -46,7 +43,7 @@ _FillingValidator = _extend_with_defaults(jsonschema.Draft202012Validator)
 class StructuredOutputTool(ToolBase):
     """Validates the model's structured output and stores it in the reply context."""
 
-    name = TOOL_NAME
+    name = STRUCTURED_OUTPUT_TOOL_NAME
     description = (
         "Generate the final structured output required by the user. Call it once, with "
         "arguments that follow the schema exactly."
@@ -62,7 +59,7 @@ class StructuredOutputTool(ToolBase):
             # Tool schemas name their properties; an object schema without any (a map such as
             # ``additionalProperties: {"type": "number"}``) means the same with none named.
             json_schema = {**json_schema, "properties": {}}
-        self.input_schema = remove_title_field(json_schema)
+        self.input_schema = json_schema  # titles are dropped from the schema the model sees
 
     async def check_permissions(
         self, tool_input: dict[str, Any], context: PermissionContext
@@ -101,12 +98,3 @@ class StructuredOutputTool(ToolBase):
             )
         reply_context.structured_output = output
         return ToolChunk(content=[TextBlock(text="Structured output generated successfully.")])
-
-
-def mount(agent: Agent) -> None:
-    """Mount the tool for a structured reply, unmount it otherwise (on every reply start)."""
-    if agent.toolkit.get_tool(TOOL_NAME) is not None:
-        agent.toolkit.remove_tool(TOOL_NAME)
-    schema = agent.state.reply_context.structured_schema
-    if schema is not None:
-        agent.toolkit.add_tool(StructuredOutputTool(schema))

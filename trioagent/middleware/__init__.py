@@ -1,5 +1,7 @@
 """Agent middlewares: the hook base class and the chain's ``NextHandler``."""
 
+from .._core.chain import NextHandler as NextHandler
+from .._core.emit import Emit as Emit
 from ..memory import (
     LocalBackend as LocalBackend,
     Mem0APIError as Mem0APIError,
@@ -9,7 +11,6 @@ from ..memory import (
 from ._agentic_memory import AgenticMemoryMiddleware as AgenticMemoryMiddleware
 from ._base import MiddlewareBase as MiddlewareBase
 from ._budget import ReplyBudgetControlMiddleware as ReplyBudgetControlMiddleware
-from ._chain import Emit as Emit, NextHandler as NextHandler
 from ._mem0 import Mem0Middleware as Mem0Middleware
 from ._rag import RAGMiddleware as RAGMiddleware
 from ._router import (

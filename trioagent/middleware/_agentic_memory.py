@@ -35,7 +35,9 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
+from .._core.chain import NextHandler
 from .._core.concurrency import reraise_unwrapped
+from .._core.emit import Emit
 from ..memory import (
     DEFAULT_MEMORY_INSTRUCTIONS,
     DEFAULT_RETRIEVAL_INSTRUCTIONS,
@@ -48,7 +50,6 @@ from ..memory import (
 from ..message import HintBlock, Msg
 from ..model import ChatModelBase
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["AgenticMemoryMiddleware"]
 

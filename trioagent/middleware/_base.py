@@ -1,11 +1,12 @@
-"""``MiddlewareBase``: the seven hooks a middleware may implement (DESIGN.md §3).
+"""``MiddlewareBase``: the seven hooks a middleware may implement.
 
 A middleware overrides any subset of the hooks.  ``Agent.__init__`` sorts middlewares into
 per-hook lists once (:meth:`MiddlewareBase.is_implemented`), so a hook that is not overridden
 costs nothing.  The first middleware of the list is the outermost layer.
 
-Streaming hooks (``on_reply``, ``on_reasoning``, ``on_acting``, ``on_model_call``) receive
-``emit`` and a :class:`~trioagent.middleware.NextHandler`::
+Every hook receives the agent as an :class:`~trioagent.agent.AgentLike`.  Streaming hooks
+(``on_reply``, ``on_reasoning``, ``on_acting``, ``on_model_call``) receive ``emit`` and a
+:class:`~trioagent.middleware.NextHandler`::
 
     class Timing(MiddlewareBase):
         async def on_model_call(self, agent, input_kwargs, next_handler, emit):
@@ -26,13 +27,14 @@ instance can serve many agents and survives a park/resume.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import ClassVar
 
-from ._chain import Emit, NextHandler
-
-if TYPE_CHECKING:
-    from ..permission import PermissionDecision
-    from ..tool import ToolBase
+from .._core.chain import Kwargs, NextHandler
+from .._core.emit import Emit
+from ..agent import ActingItem, AgentLike, ReplyItem
+from ..model import ChatResponse
+from ..permission import PermissionDecision
+from ..tool import ToolBase
 
 __all__ = ["MiddlewareBase"]
 
@@ -70,25 +72,41 @@ class MiddlewareBase:
     # -- streaming hooks ----------------------------------------------------------------------
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         """Wrap a whole reply.  ``input_kwargs``: ``inputs``, ``structured_schema``."""
         raise RuntimeError("MiddlewareBase.on_reply is not implemented")
 
     async def on_reasoning(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         """Wrap one reasoning step.  ``input_kwargs``: ``tool_choice``."""
         raise RuntimeError("MiddlewareBase.on_reasoning is not implemented")
 
     async def on_acting(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ActingItem],
+        emit: Emit[ActingItem],
     ) -> None:
         """Wrap the raw execution of one tool call.  ``input_kwargs``: ``tool_call``."""
         raise RuntimeError("MiddlewareBase.on_acting is not implemented")
 
     async def on_model_call(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ChatResponse],
+        emit: Emit[ChatResponse],
     ) -> None:
         """Wrap one model API call (re-run on every retry and for the fallback model).
 
@@ -100,8 +118,8 @@ class MiddlewareBase:
 
     async def on_check_permission(
         self,
-        agent: Any,
-        input_kwargs: dict[str, Any],
+        agent: AgentLike,
+        input_kwargs: Kwargs,
         next_handler: Callable[..., Awaitable[PermissionDecision]],
     ) -> PermissionDecision:
         """Wrap the permission check of one call; returns the decision.
@@ -113,8 +131,8 @@ class MiddlewareBase:
 
     async def on_compress_context(
         self,
-        agent: Any,
-        input_kwargs: dict[str, Any],
+        agent: AgentLike,
+        input_kwargs: Kwargs,
         next_handler: Callable[..., Awaitable[None]],
     ) -> None:
         """Wrap the context-compression check.  ``input_kwargs``: ``context_config``,
@@ -123,6 +141,6 @@ class MiddlewareBase:
 
     # -- transformer --------------------------------------------------------------------------
 
-    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentLike, current_prompt: str) -> str:
         """Transform the system prompt; middlewares apply left to right."""
         raise RuntimeError("MiddlewareBase.on_system_prompt is not implemented")

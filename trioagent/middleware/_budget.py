@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from .._core.json_types import JSONObject
+from ..agent import STRUCTURED_OUTPUT_TOOL_NAME
 from ..event import ModelCallEndEvent, ReplyStartEvent
 from ..message import HintBlock
 from ..types import ToolChoice
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["DEFAULT_BUDGET_HINT", "STRUCTURED_BUDGET_HINT", "ReplyBudgetControlMiddleware"]
 
@@ -32,13 +34,6 @@ STRUCTURED_BUDGET_HINT = (
     "without invoking any other tools.</system-reminder>"
 )
 HINT_SOURCE = '{"label": "System", "sublabel": "Token Budget Reached"}'
-
-
-def _structured_tool_name() -> str:
-    # Imported late: trioagent.agent imports this package.
-    from ..agent._structured import TOOL_NAME
-
-    return TOOL_NAME
 
 
 def _number(value: float) -> float | int:
@@ -168,7 +163,7 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
                 reply_context.structured_schema is not None
                 and reply_context.structured_output is None
             ):
-                tool = _structured_tool_name()
+                tool = STRUCTURED_OUTPUT_TOOL_NAME
                 text = STRUCTURED_BUDGET_HINT.format(tool=tool)
                 incoming = input_kwargs.get("tool_choice")
                 forced = isinstance(incoming, ToolChoice) and incoming.mode == tool

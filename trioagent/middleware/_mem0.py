@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from ..event import ReplyStartEvent
 from ..memory import (
     AddMemoryTool,
@@ -31,7 +33,6 @@ from ..message import AssistantMsg, HintBlock, Msg
 from ..tool import ToolBase
 from ..types import ReplyFinishedReason
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = [
     "DEFAULT_MEMORY_SECTION_HEADER",

@@ -31,6 +31,8 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from .._core.json_types import JSONObject
 from ..event import HintBlockEvent, ReplyStartEvent
 from ..message import ContentBlock, DataBlock, HintBlock, Msg, TextBlock
@@ -49,7 +51,6 @@ from ..rag import (
 from ..serialization import structure, unstructure
 from ..tool import ToolBase
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["DEFAULT_HINT_TEMPLATE", "HINT_SOURCE", "RAGMiddleware"]
 

@@ -25,6 +25,8 @@ from typing import Any
 import attrs
 import trio
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from .._core.json_types import JSONObject
 from ..classifier import ChoiceAnswer, ChoiceQuestion, ClassifierModelBase
 from ..event import (
@@ -36,7 +38,6 @@ from ..event import (
 from ..message import Msg, SystemMsg, UserMsg
 from ..model import ChatModelBase
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "ChatModelCandidate", "ModelRouterMiddleware"]
 

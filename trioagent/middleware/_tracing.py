@@ -43,6 +43,8 @@ import trio
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
+from .._core.chain import NextHandler
+from .._core.emit import Emit
 from .._version import __version__
 from ..event import (
     ExternalExecutionResultEvent,
@@ -61,7 +63,6 @@ from ..tool import ToolResponse
 from ..types import FinishedReason, ReplyFinishedReason
 from . import _tracing_attrs as conv
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["TracingMiddleware"]
 

@@ -37,7 +37,9 @@ from typing import Any
 
 import trio
 
+from .._core.chain import NextHandler
 from .._core.concurrency import raise_as_is
+from .._core.emit import Emit
 from .._core.ids import generate_id
 from ..event import (
     CustomEvent,
@@ -51,7 +53,6 @@ from ..event import (
 from ..message import URLSource
 from ..tts import TTSModelBase, TTSResponse, TTSSession
 from ._base import MiddlewareBase
-from ._chain import Emit, NextHandler
 
 __all__ = ["TTSMiddleware"]
 

@@ -1,4 +1,4 @@
-"""``cancel_sweep``: cancel a reply at every schedule point and check DESIGN.md §4's rules.
+"""``cancel_sweep``: cancel a reply at every schedule point and check the reply rules.
 
 The reply is run once to count the schedule points its tasks pass through (a
 ``trio.abc.Instrument``), then re-run from scratch once per point, cancelling right after the
@@ -51,7 +51,7 @@ class CancelMode(enum.StrEnum):
 
 
 class SweepViolation(AssertionError):
-    """A run broke one of DESIGN.md §4's rules; the message names the rule and the point."""
+    """A run broke one of the reply rules; the message names the rule and the point."""
 
 
 @attrs.define

@@ -23,12 +23,15 @@ injection and error handling around it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import ClassVar
 
 import jsonschema
 
+from .._core.chain import Chain, Kwargs, Layer
+from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject, JSONValue
 from ..message import ToolResultBlock, ToolResultState
 from ..permission import (
@@ -37,7 +40,7 @@ from ..permission import (
     PermissionDecision,
     PermissionRule,
 )
-from ._chain import ChainLayer, ToolNextHandler, run_chain
+from ._middleware import ChunkCollector, ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolResponse, chunk_from_value
 
 __all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
@@ -74,7 +77,8 @@ DANGEROUS_DIRECTORIES: tuple[str, ...] = (".git", ".vscode", ".idea", ".ssh")
 class ToolMiddlewareBase:
     """Wraps every invocation of one tool instance (onion order: first listed is outermost).
 
-    Override :meth:`on_tool_call`: ``await next_handler(sink=None, /, **overrides)`` runs the
+    Override :meth:`on_tool_call`.  The contract is the return form of tool middlewares (see
+    :mod:`trioagent.tool._middleware`): ``await next_handler(sink=None, /, **overrides)`` runs the
     inner layers and the tool with ``{**input_kwargs, **overrides}`` and returns their final
     :class:`ToolResponse`; their chunks go to ``sink`` (default: ``emit``).  Return ``None`` to
     make your result the accumulation of what you emitted, or return a :class:`ToolResponse`
@@ -187,14 +191,13 @@ class ToolBase:
     ) -> ToolResponse:
         """Run the tool's middlewares and :meth:`call`; chunks go to ``emit``.
 
-        Returns the final :class:`ToolResponse` (see :mod:`trioagent.tool._chain` for how
+        Returns the final :class:`ToolResponse` (see :mod:`trioagent.tool._middleware` for how
         middleware results combine).  Exceptions propagate; the toolkit turns them into error
         results.
         """
-        layers: list[ChainLayer] = [
-            _bind_middleware(middleware, self) for middleware in self.middlewares
-        ]
-        return await run_chain(layers, self._call_core, dict(tool_input or {}), emit)
+        layers = [_bind_middleware(middleware, self) for middleware in self.middlewares]
+        chain = Chain(layers, self._call_core)
+        return await run_returning(functools.partial(chain.run, dict(tool_input or {})), emit)
 
     async def __call__(self, *args: object, **kwargs: JSONValue) -> ToolResponse:
         """``await tool(**kwargs)``: run without a listener and return the final response.
@@ -209,14 +212,15 @@ class ToolBase:
             )
         return await self.run(kwargs)
 
-    async def _call_core(self, kwargs: JSONObject, emit: Emit) -> ToolResponse | None:
-        result = await self.call(emit, **kwargs)
-        if isinstance(result, ToolResponse):
-            return result
-        chunk = chunk_from_value(result)
-        if chunk is not None:
-            await emit(chunk)
-        return None
+    async def _call_core(self, kwargs: Kwargs, emit: ChainEmit[ToolItem]) -> None:
+        collector = ChunkCollector(emit)
+        result = await self.call(collector, **kwargs)
+        if not isinstance(result, ToolResponse):
+            chunk = chunk_from_value(result)
+            if chunk is not None:
+                await collector(chunk)
+            result = None
+        await emit(await collector.final(result, "the tool"))
 
     # -- permissions -------------------------------------------------------------------------
 
@@ -303,11 +307,10 @@ class ToolBase:
         return any(part in dangerous_dirs for part in parts)
 
 
-def _bind_middleware(middleware: ToolMiddlewareBase, tool: ToolBase) -> ChainLayer:
-    async def layer(
-        kwargs: JSONObject, next_handler: ToolNextHandler, emit: Emit
+def _bind_middleware(middleware: ToolMiddlewareBase, tool: ToolBase) -> Layer[ToolItem]:
+    async def on_tool_call(
+        kwargs: Kwargs, next_handler: ToolNextHandler, emit: Emit
     ) -> ToolResponse | None:
         return await middleware.on_tool_call(tool, kwargs, next_handler, emit)
 
-    layer.__qualname__ = type(middleware).__qualname__
-    return layer
+    return returning_layer(on_tool_call, f"tool middleware {type(middleware).__qualname__}")

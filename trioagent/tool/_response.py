@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
 import attrs
 
+from .._core.emit import Emit as ChainEmit
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, TextBlock, ToolResultState
@@ -160,7 +160,7 @@ def _merge_data(target: DataBlock, block: DataBlock) -> None:
 
 
 #: How a tool, a middleware or the toolkit passes chunks outward.
-Emit: TypeAlias = Callable[[ToolChunk], Awaitable[None]]
+Emit: TypeAlias = ChainEmit[ToolChunk]
 
 
 def error_chunk(text: str) -> ToolChunk:

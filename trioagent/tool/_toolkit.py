@@ -13,11 +13,14 @@ The agent uses two methods:
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar, cast
 
 import jsonschema
 
+from .._core.chain import Chain, Kwargs, Layer
+from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
 from ..exception import (
@@ -30,7 +33,6 @@ from ..exception import (
 from ..message import ToolCallBlock
 from ..permission import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
-from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._function import FunctionTool
 from ._group import (
     BASIC_GROUP,
@@ -39,6 +41,7 @@ from ._group import (
     activated_groups_of,
     render_meta_tool_response,
 )
+from ._middleware import ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 from ._schema import remove_title_field
 
@@ -143,8 +146,10 @@ class Toolkit:
     def register_middleware(self, middleware: M) -> M:
         """Append a toolkit-wide middleware (the first registered is outermost).
 
-        ``async def middleware(kwargs, next_handler, emit) -> ToolResponse | None``:
-        ``await next_handler(sink=None, /, **overrides)`` runs the inner middlewares, the tool's own middlewares and the tool
+        ``async def middleware(kwargs, next_handler, emit) -> ToolResponse | None`` follows
+        the return form of tool middlewares (details in :mod:`trioagent.tool._middleware`):
+        ``await next_handler(sink=None,
+        /, **overrides)`` runs the inner middlewares, the tool's own middlewares and the tool
         with ``{**kwargs, **overrides}`` and returns their final :class:`ToolResponse`; their
         chunks go to ``sink`` (default ``emit``).  Return ``None`` to make the accumulation of
         what you emitted the result, or a :class:`ToolResponse` (emitted as one chunk if you
@@ -343,7 +348,8 @@ class Toolkit:
                 tool = self._tool_for_validated_call(tool_call.name)
                 arguments = copy.deepcopy(tool_input)
             kwargs = {"tool_call": copy.deepcopy(tool_call), "tool": tool, "tool_input": arguments}
-            result = await run_chain(self._layers(), _make_core(state), kwargs, outer_emit)
+            chain = Chain(self._layers(), _make_core(state))
+            result = await run_returning(functools.partial(chain.run, kwargs), outer_emit)
         except DeveloperOrientedException:
             raise
         except Exception as exc:
@@ -358,8 +364,8 @@ class Toolkit:
         finally:
             finished = True  # the call is over: a chunk emitted from now on is a bug
 
-    def _layers(self) -> list[ChainLayer]:
-        return list(self._middlewares)
+    def _layers(self) -> list[Layer[ToolItem]]:
+        return [returning_layer(mw, f"tool middleware {_describe(mw)}") for mw in self._middlewares]
 
     def _tool_for_validated_call(self, name: str) -> ToolBase:
         found = self._all_tools().get(name)
@@ -368,18 +374,27 @@ class Toolkit:
         return found[0]
 
 
-def _make_core(state: object) -> Callable[[JSONObject, Emit], Awaitable[ToolResponse | None]]:
-    async def run_tool(kwargs: JSONObject, emit: Emit) -> ToolResponse:
+def _make_core(state: object) -> Callable[[Kwargs, ChainEmit[ToolItem]], Awaitable[None]]:
+    async def run_tool(kwargs: Kwargs, emit: ChainEmit[ToolItem]) -> None:
         tool: ToolBase = kwargs["tool"]
         arguments = dict(kwargs["tool_input"])
         if tool.is_state_injected and not tool.is_mcp and not tool.is_external_tool:
             arguments["_agent_state"] = state
-        return await tool.run(arguments, emit)
+        await emit(await tool.run(arguments, emit))
 
     return run_tool
 
 
-def _check_tool(tool: object) -> None:
+def _describe(layer: object) -> str:
+    while isinstance(layer, functools.partial):
+        layer = layer.func
+    owner = getattr(layer, "__self__", None)
+    if owner is not None:
+        return type(owner).__name__
+    return getattr(layer, "__qualname__", None) or repr(layer)
+
+
+def _check_tool(tool: Any) -> None:
     if not isinstance(tool, ToolBase):
         raise TypeError(f"expected a ToolBase, got {type(tool).__name__}")
     if not tool.name:

@@ -1,0 +1,208 @@
+"""The per-reply context: what one call of ``reply()`` / ``stream()`` knows while it runs.
+
+Not persisted (the state is): the cancel scope ``interrupt()`` cancels, the outermost sink of
+the ``on_reply`` chain with what reached the consumer, the reply-scoped tools, and the model
+input of the current reasoning step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias
+
+import trio
+
+from .._core.chain import Kwargs
+from .._core.emit import Emit
+from .._core.json_types import JSONObject
+from ..event import AgentEvent, ReplyEndEvent, ReplyStartEvent
+from ..message import Msg, SystemMsg, ToolCallBlock, UserMsg
+from ..model import ChatModelBase
+from ..tool import ToolBase, ToolChunk, Toolkit, ToolResponse
+from ..types import ReplyFinishedReason
+from ._state import AgentState
+
+__all__ = ["ModelInput", "Reply", "ReplyItem", "ReplyTools", "StopReply"]
+
+logger = logging.getLogger("trioagent.agent")
+
+#: What travels along the ``on_reply`` and ``on_reasoning`` chains: events, then a ``Msg``.
+ReplyItem: TypeAlias = AgentEvent | Msg
+
+
+class StopReply(Exception):
+    """Internal: end the reply as INTERRUPTED without a trio cancellation.
+
+    Raised for a ``UserInterruptEvent`` on a parked reply and for an interrupted model response
+    or tool result produced without a cancellation (e.g. a middleware cut a stream short).
+    """
+
+
+class ReplyTools:
+    """The tools of one reply: the caller's toolkit plus the reply's own tools.
+
+    The reply's own tools (the structured-output tool, the compression tool) live in a toolkit
+    of their own that shares the caller's toolkit-wide middlewares, so the caller's toolkit is
+    never written to and can serve several agents replying at once.
+    """
+
+    __slots__ = ("_own", "toolkit")
+
+    def __init__(self, toolkit: Toolkit, own: Sequence[ToolBase] = ()) -> None:
+        self.toolkit = toolkit
+        self._own = Toolkit(tools=list(own), middlewares=toolkit.middlewares) if own else None
+
+    def _owner(self, name: str) -> Toolkit:
+        if self._own is not None and self._own.get_tool(name) is not None:
+            return self._own
+        return self.toolkit
+
+    def get_tool(self, name: str) -> ToolBase | None:
+        """The tool named ``name`` (a reply-scoped one first), or ``None``."""
+        return self._owner(name).get_tool(name)
+
+    def validate_call(
+        self, call: ToolCallBlock, activated_groups: Sequence[str]
+    ) -> tuple[ToolBase, Kwargs]:
+        """Resolve the call's tool and validate its arguments (see ``Toolkit.validate_call``)."""
+        return self._owner(call.name).validate_call(call, activated_groups)
+
+    def get_tool_schemas(self, activated_groups: Sequence[str]) -> list[JSONObject]:
+        """The schemas offered to the model: the caller's tools, then the reply's own."""
+        schemas = self.toolkit.get_tool_schemas(activated_groups)
+        if self._own is None:
+            return schemas
+        own = self._own.get_tool_schemas()
+        names = {schema["function"]["name"] for schema in own}
+        return [s for s in schemas if s["function"]["name"] not in names] + own
+
+    async def call_tool(
+        self, call: ToolCallBlock, state: AgentState, emit: Emit[ToolChunk]
+    ) -> ToolResponse:
+        """Run the call through the toolkit-wide middlewares and the tool."""
+        return await self._owner(call.name).call_tool(call, state=state, emit=emit)
+
+
+class ModelInput:
+    """The input of one reasoning step's model call, built once per step.
+
+    The system prompt (``on_system_prompt`` runs once) and the tool schemas are fixed for the
+    step; the messages are read from the state when asked, so a compression or an injected
+    hint before the call is included.  The token estimate is counted at most once for the same
+    messages.
+    """
+
+    __slots__ = ("_counted", "_state", "system_prompt", "tools")
+
+    def __init__(self, state: AgentState, system_prompt: str, tools: list[JSONObject]) -> None:
+        self._state = state
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self._counted: tuple[tuple[object, ...], int] | None = None
+
+    def base_messages(self) -> list[Msg]:
+        """The system prompt and the summary, as the first messages of a request."""
+        base: list[Msg] = []
+        if self.system_prompt:
+            base.append(SystemMsg("system", self.system_prompt))
+        summary = self._state.summary
+        if summary:
+            base.append(UserMsg("user", summary if isinstance(summary, str) else list(summary)))
+        return base
+
+    def messages(self) -> list[Msg]:
+        """The messages of the request as the context stands now."""
+        return [*self.base_messages(), *self._state.context]
+
+    def _fingerprint(self) -> tuple[object, ...]:
+        context = self._state.context
+        last = context[-1] if context else None
+        size = len(last.content) if last is not None else 0
+        return (id(self._state.summary), len(context), id(last), size)
+
+    async def count_tokens(self, model: ChatModelBase) -> int:
+        """The model's token estimate of the request (counted once while it is unchanged)."""
+        key = self._fingerprint()
+        if self._counted is not None and self._counted[0] == key:
+            return self._counted[1]
+        tokens = int(await model.count_tokens(self.messages(), self.tools))
+        self._counted = (key, tokens)
+        return tokens
+
+
+Consumer = Callable[[ReplyItem], Awaitable[None]]
+
+
+class Reply:
+    """One call of ``reply()`` / ``stream()``: its cancel scope, the outermost sink of the
+    ``on_reply`` chain (which records what the consumer received), and the reply's tools and
+    model input.
+
+    It is also the :class:`~trioagent._core.chain.PullObserver` of the ``on_reply`` chain: a
+    layer pulling the reply hands an end event over and the reply waits until that layer
+    passed it on or dropped it.
+    """
+
+    __slots__ = (
+        "_consumer",
+        "end",
+        "exit_msg",
+        "failure",
+        "final_msg",
+        "made_progress",
+        "model_input",
+        "outcome",
+        "parked",
+        "reply_id",
+        "scope",
+        "session_id",
+        "started",
+        "tools",
+    )
+
+    def __init__(self, consumer: Consumer | None, toolkit: Toolkit) -> None:
+        self._consumer = consumer
+        self.scope = trio.CancelScope()
+        self.tools = ReplyTools(toolkit)
+        self.started = False
+        self.parked = False
+        self.reply_id = ""
+        self.session_id = ""
+        self.end: ReplyEndEvent | None = None
+        self.final_msg: Msg | None = None
+        #: The final Msg of the exit being emitted: delivered after the end even when a
+        #: cancellation lands while the end event is on its way to the consumer.
+        self.exit_msg: Msg | None = None
+        self.outcome: ReplyFinishedReason | None = None
+        #: An outer ``on_reply`` layer's error that is cancelling the inner layers.
+        self.failure: BaseException | None = None
+        #: Whether reasoning or acting ran since the last end event was dropped.
+        self.made_progress = True
+        #: The model input of the current reasoning step (``None`` between steps).
+        self.model_input: ModelInput | None = None
+
+    async def deliver(self, item: ReplyItem) -> None:
+        """The outermost sink: enforce "one end, last" and pass items to the consumer."""
+        if isinstance(item, Msg):
+            self.final_msg = item
+        elif self.end is not None:
+            logger.warning("dropping %s emitted after the reply's end event", type(item).__name__)
+            return
+        elif isinstance(item, ReplyEndEvent):
+            self.end = item
+        elif isinstance(item, ReplyStartEvent):
+            self.started = True
+        if self._consumer is not None:
+            await self._consumer(item)
+
+    def holds(self, item: ReplyItem) -> bool:
+        """Hold a pulling layer's producer after an end event until the layer passed it on
+        (the end reached the consumer) or moved on without it (a dropped end)."""
+        return isinstance(item, ReplyEndEvent)
+
+    def puller_failed(self, exc: BaseException) -> None:
+        """A pulling ``on_reply`` layer failed: the cancelled inner layers end the reply with
+        ERROR, not INTERRUPTED."""
+        if self.failure is None:
+            self.failure = exc
