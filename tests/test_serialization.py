@@ -43,7 +43,7 @@ from trioagent.types import ErrorInfo, ErrorType, ReplyFinishedReason
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-#: The reference's wire tags (reference/agent.md §1.1).
+#: The wire tags AgentScope uses for the blocks.
 BLOCK_TAGS: dict[type, str] = {
     TextBlock: "text",
     ThinkingBlock: "thinking",

@@ -1,4 +1,5 @@
-"""The event classes of reference/agent.md §2.
+"""The events a reply streams: its start and end, model calls, blocks, tool calls and results,
+and the input events that resume or abort a parked reply.
 
 Events are ``@attrs.frozen`` (a middleware "replaces" one with ``attrs.evolve``).  Each class
 names its wire tag in the class variable ``type`` (an :class:`EventType`), which the serializer
@@ -13,9 +14,9 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
+from .._blocks import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from .._core.ids import generate_id, generate_timestamp
 from .._rules import PermissionRule
-from ..message._blocks import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from ..types import ErrorInfo, FinishedReason, ReplyFinishedReason
 
 __all__ = ["EVENT_CLASSES", "AgentEvent", "EventBase", "EventType"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 import attrs
 
-from .._core.ids import generate_id, generate_timestamp
-from ..types import ErrorInfo, ReplyFinishedReason
-from ._blocks import (
+from .. import event as ev
+from .._blocks import (
     CONTENT_BLOCK_TYPES,
     Base64Source,
     ContentBlock,
@@ -26,9 +25,8 @@ from ._blocks import (
     URLSource,
     merge_base64,
 )
-
-if TYPE_CHECKING:
-    from ..event import AgentEvent
+from .._core.ids import generate_id, generate_timestamp
+from ..types import ErrorInfo, ReplyFinishedReason
 
 __all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
 
@@ -147,18 +145,16 @@ class Msg:
                 return block
         return None
 
-    def _missing(self, event: AgentEvent, block_id: str) -> None:
+    def _missing(self, event: ev.AgentEvent, block_id: str) -> None:
         logger.warning("Msg.append_event: no block %r for %s; skipped", block_id, event.type)
 
-    def append_event(self, event: AgentEvent) -> None:
-        """Apply one event of a reply's stream to this message (reference/agent.md §1.3).
+    def append_event(self, event: ev.AgentEvent) -> None:
+        """Apply one event of a reply's stream to this message.
 
         Custom events are skipped; an event of another reply, or a delta/end event whose block
         is missing, is skipped with a warning — never raised, so a consumer can rebuild a
         message from a stream it joined late.
         """
-        from .. import event as ev  # local: event imports this module
-
         if isinstance(event, ev.CustomEvent):
             return
         if event.reply_id != self.id:

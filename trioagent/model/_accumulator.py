@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from .._core.ids import generate_id
-from ..message._blocks import (
+from ..message import (
     Base64Source,
     DataBlock,
     TextBlock,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from .._core.ids import generate_id, generate_timestamp
-from ..message._blocks import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
+from ..message import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason
 
 __all__ = ["ChatResponse", "ChatUsage", "ResponseBlock"]

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import jsonschema
 
 from .._rules import PermissionBehavior, PermissionRule
-from ..message._blocks import ToolResultState
+from ..message import ToolResultState
 from ..permission._types import PermissionContext, PermissionDecision
 from ._chain import ChainLayer, ToolNextHandler, run_chain
 from ._response import Emit, ToolResponse, chunk_from_value
 
 if TYPE_CHECKING:
-    from ..message._blocks import ToolResultBlock
+    from ..message import ToolResultBlock
 
 __all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
 

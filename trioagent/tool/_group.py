@@ -15,7 +15,7 @@ import attrs
 
 from .._rules import PermissionBehavior
 from ..exception import DeveloperOrientedException
-from ..message._blocks import TextBlock, ToolResultState
+from ..message import TextBlock, ToolResultState
 from ..permission._types import PermissionContext, PermissionDecision
 from ._base import ToolBase
 from ._response import Emit, ToolChunk

@@ -26,7 +26,7 @@ from ..exception import (
     ToolInputValidationError,
     ToolNotFoundError,
 )
-from ..message._blocks import ToolCallBlock
+from ..message import ToolCallBlock
 from ..permission._types import PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
 from ._chain import ChainLayer, ToolNextHandler, run_chain

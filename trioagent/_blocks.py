@@ -15,8 +15,8 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from .._core.ids import generate_id, generate_timestamp
-from .._rules import PermissionRule
+from ._core.ids import generate_id, generate_timestamp
+from ._rules import PermissionRule
 
 __all__ = [
     "Base64Source",
@@ -35,7 +35,12 @@ __all__ = [
 
 
 class ToolCallState(enum.StrEnum):
-    """Lifecycle of a tool call; see reference/agent.md §1.1 for the transitions."""
+    """Lifecycle of a tool call.
+
+    ``pending`` when the model asks for it; ``asking`` while it waits for the user's
+    confirmation and ``allowed`` once confirmed; ``submitted`` while the caller executes it;
+    ``finished`` when its result is in (or the user declined it).
+    """
 
     PENDING = "pending"
     ASKING = "asking"
