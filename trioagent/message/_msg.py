@@ -26,6 +26,7 @@ from .._blocks import (
     merge_base64,
 )
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
 from ..types import ErrorInfo, ReplyFinishedReason
 
 __all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
@@ -56,7 +57,7 @@ def _check_role(instance: Msg, attribute: attrs.Attribute[str], value: str) -> N
         raise ValueError(f"Msg.role must be 'user', 'assistant' or 'system', got {value!r}")
 
 
-def _check_content(instance: Msg, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_content(instance: Msg, attribute: attrs.Attribute[object], value: object) -> None:
     if isinstance(value, str):
         raise TypeError(
             "Msg.content must be a list of blocks; use UserMsg/AssistantMsg/SystemMsg to wrap a str"
@@ -82,7 +83,7 @@ class Msg:
     content: list[ContentBlock] = attrs.field(validator=_check_content)
     role: Role = attrs.field(validator=_check_role)
     id: str = attrs.field(kw_only=True, factory=generate_id)
-    metadata: dict[str, Any] = attrs.field(kw_only=True, factory=dict)
+    metadata: JSONObject = attrs.field(kw_only=True, factory=dict)
     created_at: str = attrs.field(kw_only=True, factory=generate_timestamp)
     usage: Usage | None = attrs.field(kw_only=True, default=None)
     finished_at: str | None = attrs.field(kw_only=True, default=None)
@@ -91,7 +92,7 @@ class Msg:
         default=None,
         converter=attrs.converters.optional(ReplyFinishedReason),
     )
-    structured_output: dict[str, Any] | None = attrs.field(kw_only=True, default=None)
+    structured_output: JSONObject | None = attrs.field(kw_only=True, default=None)
     error: ErrorInfo | None = attrs.field(kw_only=True, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -118,7 +119,9 @@ class Msg:
         tags = {block_type} if isinstance(block_type, str) else set(block_type)
         return [b for b in self.content if b.type in tags]
 
-    def has_content_blocks(self, block_type: Any = None) -> bool:
+    def has_content_blocks(
+        self, block_type: type[object] | str | Sequence[str] | None = None
+    ) -> bool:
         """Whether the message holds any block of the type (any block at all for ``None``)."""
         return bool(self.get_content_blocks(block_type))
 
@@ -321,7 +324,7 @@ def UserMsg(
     name: str,
     content: str | Sequence[TextBlock | DataBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
@@ -345,7 +348,7 @@ def SystemMsg(
     name: str,
     content: str | Sequence[TextBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
@@ -369,11 +372,11 @@ def AssistantMsg(
     name: str,
     content: str | Sequence[ContentBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
-    structured_output: dict[str, Any] | None = None,
+    structured_output: JSONObject | None = None,
     id: str | None = None,
     usage: Usage | None = None,
 ) -> Msg:
