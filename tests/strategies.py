@@ -196,7 +196,7 @@ content_blocks = st.one_of(*BLOCK_STRATEGIES.values())
 
 # -- messages --------------------------------------------------------------------------------
 
-#: The blocks each role may hold (reference/agent.md §1.2).
+#: The blocks each role may hold.
 ROLE_BLOCKS: dict[str, st.SearchStrategy[Any]] = {
     "user": text_or_data_blocks,
     "system": text_blocks,

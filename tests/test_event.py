@@ -1,4 +1,4 @@
-"""Event classes (reference/agent.md §2): defaults, frozenness, tags, converters, validators."""
+"""Event classes: defaults, frozenness, tags, converters, validators."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``Msg``, its factories, content-block validation and ``Msg.append_event``
-(reference/agent.md §1.1–1.3)."""
+"""``Msg``, its factories, content-block validation and ``Msg.append_event``."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import attrs
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from trioagent._blocks import merge_base64
 from trioagent._core import ids as _ids
 from trioagent._rules import PermissionBehavior, PermissionRule
 from trioagent.event import (
@@ -63,7 +63,6 @@ from trioagent.message import (
     Usage,
     UserMsg,
 )
-from trioagent.message._blocks import merge_base64
 from trioagent.types import ErrorInfo, ErrorType, ReplyFinishedReason
 
 REPLY = "reply-1"

@@ -1,4 +1,4 @@
-"""DESIGN §1.1: no async generators anywhere in ``trioagent/``.
+"""No async generators anywhere in ``trioagent/``.
 
 Streaming is done with emit callbacks and trio memory channels; an async generator's
 ``finally`` may run outside the task and cancel scope that owns it, which breaks the
@@ -60,7 +60,7 @@ def test_package_has_no_async_generators() -> None:
     offenders = [
         hit for path in files for hit in async_generators(path.read_text("utf-8"), str(path))
     ]
-    assert offenders == [], "async generators are not allowed (DESIGN §1.1)"
+    assert offenders == [], "async generators are not allowed in trioagent/"
 
 
 @pytest.mark.parametrize(

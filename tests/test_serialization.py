@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import enum
 import json
 from typing import Any
 
+import attrs
 import pytest
 import strategies as S
+from cattrs.preconf.json import make_converter
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from trioagent.event import (
@@ -16,6 +19,7 @@ from trioagent.event import (
     CustomEvent,
     DataBlockDeltaEvent,
     EventType,
+    ModelCallEndEvent,
     ReplyEndEvent,
     TextBlockDeltaEvent,
     ToolResultEndEvent,
@@ -39,7 +43,7 @@ from trioagent.types import ErrorInfo, ErrorType, ReplyFinishedReason
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-#: The reference's wire tags (reference/agent.md §1.1).
+#: The wire tags AgentScope uses for the blocks.
 BLOCK_TAGS: dict[type, str] = {
     TextBlock: "text",
     ThinkingBlock: "thinking",
@@ -461,3 +465,119 @@ def test_error_names_the_target_type_briefly(as_type: Any, name: str) -> None:
     message = str(_load_error(3, as_type))
     assert message.startswith(f"cannot load {name}: ")
     assert "trioagent." not in message
+
+
+# -- any input: built whole or refused with paths, never modified ------------------------------
+
+TARGETS: list[tuple[Any, st.SearchStrategy[Any]]] = [
+    (AgentEvent, S.agent_events),
+    (ContentBlock, S.content_blocks),
+    (Msg, S.msgs()),
+    (list[AgentEvent], st.lists(S.agent_events, max_size=3)),
+    (list[Msg], st.lists(S.msgs(), max_size=2)),
+]
+#: JSON values of every kind, to put where they do not belong.
+ODD_VALUES = [None, True, 0, 7, 1.5, -(2**70), "", "x", "assistant", "completed", [], [1], {}]
+
+
+def objects_in(data: Any) -> list[dict[str, Any]]:
+    """Every JSON object inside ``data``, outermost first."""
+    if isinstance(data, dict):
+        return [data, *(o for v in data.values() for o in objects_in(v))]
+    if isinstance(data, list):
+        return [o for v in data for o in objects_in(v)]
+    return []
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_data_broken_in_one_place_is_built_whole_or_refused_with_paths(
+    data: st.DataObject,
+) -> None:
+    target, strategy = data.draw(st.sampled_from(TARGETS))
+    payload = unstructure(data.draw(strategy), target)
+    objects = objects_in(payload)
+    if not objects:
+        return
+    obj = data.draw(st.sampled_from(objects))
+    keys = sorted(obj)
+    change = data.draw(st.sampled_from(["drop", "replace", "extra", "retag"]))
+    if change == "drop" and keys:
+        del obj[data.draw(st.sampled_from(keys))]
+    elif change == "replace" and keys:
+        obj[data.draw(st.sampled_from(keys))] = data.draw(st.sampled_from(ODD_VALUES))
+    elif change == "extra":
+        obj["unexpected"] = 1
+    else:
+        obj["type"] = data.draw(st.sampled_from(["text", "TEXT_BLOCK_DELTA", "url", "nope", 3]))
+    before = copy.deepcopy(payload)
+    errors: list[str] = []
+    try:
+        built = structure(payload, target)
+    except SerializationError as exc:
+        errors = exc.errors
+        assert errors
+    else:
+        assert structure(unstructure(built, target), target) == built
+    assert all("@ $" in line for line in errors)
+    assert payload == before  # input never modified
+
+
+def test_an_extra_key_and_a_bad_field_of_one_object_are_both_reported() -> None:
+    data = _msg_dict()
+    data["content"][0]["colour"] = "red"
+    data["content"][0]["text"] = 5
+    message = str(_load_error(data))
+    assert "colour" in message
+    assert "$.content[0].text" in message
+
+
+def test_a_str_subclass_becomes_a_str() -> None:
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    data = {"type": "TEXT_BLOCK_DELTA", "reply_id": "r", "block_id": "b", "delta": Colour.RED}
+    event = structure(data, AgentEvent)
+    assert isinstance(event, TextBlockDeltaEvent)
+    assert type(event.delta) is str
+
+
+def test_ints_stay_ints_and_neither_bools_nor_floats_become_ints() -> None:
+    base = {"type": "MODEL_CALL_END", "reply_id": "r"}
+    event = structure({**base, "input_tokens": 5}, AgentEvent)
+    assert isinstance(event, ModelCallEndEvent)
+    assert event.input_tokens == 5
+    assert "$.input_tokens" in str(_load_error({**base, "input_tokens": True}, AgentEvent))
+    assert "$.input_tokens" in str(_load_error({**base, "input_tokens": 5.0}, AgentEvent))
+
+
+def test_containers_are_copied_not_shared() -> None:
+    metadata = {"k": [1, 2]}
+    payload = {"type": "CUSTOM", "reply_id": "r", "name": "n", "metadata": metadata}
+    event = structure(payload, AgentEvent)
+    assert isinstance(event, CustomEvent)
+    assert event.metadata == metadata
+    assert event.metadata is not metadata
+
+
+def test_a_list_item_that_fails_is_named_by_its_index() -> None:
+    good = unstructure(TextBlockDeltaEvent(reply_id="r", block_id="b", delta="x"))
+    assert "$[1]" in str(_load_error([good, {"type": "nope"}], list[AgentEvent]))
+    _load_error(3, list[AgentEvent])
+
+
+def test_unstructure_writes_the_tag_first_and_the_fields_as_cattrs_does() -> None:
+    plain = make_converter()
+    for value in [
+        TextBlockDeltaEvent(reply_id="r", block_id="b", delta="d", metadata={"n": [1]}),
+        ToolCallBlock(id="c", name="f", input="{}"),
+        TextBlock(text="t"),
+        Msg("user", [TextBlock(text="hi")], "user"),
+    ]:
+        ours = unstructure(value)
+        if isinstance(value, Msg):
+            assert list(ours) == [f.name for f in attrs.fields(Msg)]
+            continue
+        assert next(iter(ours)) == "type"
+        assert ours["type"] == str(type(value).type)
+        assert {k: v for k, v in ours.items() if k != "type"} == plain.unstructure(value)

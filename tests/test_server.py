@@ -1,4 +1,4 @@
-"""The scripted OpenAI-compatible loopback server (trioagent/testing/_server.py).
+"""The scripted OpenAI-compatible loopback server of ``trioagent.testing``.
 
 Driven here with a plain httpx client, to check the wire protocol itself.
 """

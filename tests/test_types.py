@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -151,3 +152,30 @@ def test_set_timestamp_factory_replaces_and_restores(restore_factories: None) ->
 def test_factories_are_the_same_through_every_import_path() -> None:
     assert types.set_id_factory is _ids.set_id_factory
     assert types.generate_timestamp is _ids.generate_timestamp
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_forked_children_generate_distinct_ids() -> None:
+    """Each child writes the ids it generates to a pipe; the parent compares them."""
+    types.generate_id()  # the parent's generator has state the children inherit
+    batches: list[list[str]] = []
+    for _ in range(2):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: write its ids and leave without running the parent's cleanup
+            try:
+                os.close(read_end)
+                payload = "\n".join(types.generate_id() for _ in range(50)).encode()
+                os.write(write_end, payload)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            batches.append(pipe.read().decode().split("\n"))
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    first, second = batches
+    assert len(first) == len(second) == 50
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in first + second)
+    assert not set(first) & set(second)
+    assert not set(first + second) & {types.generate_id() for _ in range(50)}

@@ -2,7 +2,8 @@
 
 Every id the library generates is ``uuid4().hex`` and every timestamp is a local, naive
 ``datetime.now().isoformat()``, as in the reference.  Tests and deterministic replays swap
-the factories with :func:`set_id_factory` / :func:`set_timestamp_factory`.
+the factories with :func:`set_id_factory` / :func:`set_timestamp_factory`.  The default id
+generator is reseeded in a child process after ``os.fork()``, so forked workers never share ids.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ __all__ = [
 # Ids are not secrets: a private Mersenne Twister seeded from the OS is ~8x faster than
 # uuid.uuid4() (which reads os.urandom per call), and events are built once per token.
 _random = random.Random(os.urandom(32))
+
+
+def _reseed() -> None:
+    """Give a forked child its own sequence: without it, every child continues the parent's
+    generator state and two children generate the same ids."""
+    _random.seed(os.urandom(32))
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to survive
+    os.register_at_fork(after_in_child=_reseed)
+
 _VERSION_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
 _VERSION_BITS = (0x4000 << 64) | (0x8000 << 48)
 

@@ -1,4 +1,5 @@
-"""The event classes of reference/agent.md §2.
+"""The events a reply streams: its start and end, model calls, blocks, tool calls and results,
+and the input events that resume or abort a parked reply.
 
 Events are ``@attrs.frozen`` (a middleware "replaces" one with ``attrs.evolve``).  Each class
 names its wire tag in the class variable ``type`` (an :class:`EventType`), which the serializer
@@ -9,13 +10,14 @@ resume or abort a parked reply) default it to ``""`` because the agent does not 
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 import attrs
 
+from .._blocks import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
 from .._rules import PermissionRule
-from ..message._blocks import DataBlock, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from ..types import ErrorInfo, FinishedReason, ReplyFinishedReason
 
 __all__ = ["EVENT_CLASSES", "AgentEvent", "EventBase", "EventType"]
@@ -61,10 +63,10 @@ class EventBase:
     type: ClassVar[EventType]
     id: str = attrs.field(factory=generate_id)
     created_at: str = attrs.field(factory=generate_timestamp)
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
 
 
-def _one_of_data_or_url(instance: Any) -> None:
+def _one_of_data_or_url(instance: DataBlockDeltaEvent | ToolResultDataDeltaEvent) -> None:
     if (instance.data is None) == (instance.url is None):
         raise ValueError(f"{type(instance).__name__} needs exactly one of data and url")
 
@@ -336,7 +338,7 @@ class CustomEvent(EventBase):
     type: ClassVar[EventType] = EventType.CUSTOM
     reply_id: str
     name: str
-    value: dict[str, Any] = attrs.field(factory=dict)
+    value: JSONObject = attrs.field(factory=dict)
 
 
 AgentEvent: TypeAlias = (

@@ -1,6 +1,6 @@
 """Messages and their content blocks."""
 
-from ._blocks import (
+from .._blocks import (
     Base64Source as Base64Source,
     ContentBlock as ContentBlock,
     DataBlock as DataBlock,

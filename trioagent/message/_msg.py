@@ -5,13 +5,12 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 import attrs
 
-from .._core.ids import generate_id, generate_timestamp
-from ..types import ErrorInfo, ReplyFinishedReason
-from ._blocks import (
+from .. import event as ev
+from .._blocks import (
     CONTENT_BLOCK_TYPES,
     Base64Source,
     ContentBlock,
@@ -26,9 +25,9 @@ from ._blocks import (
     URLSource,
     merge_base64,
 )
-
-if TYPE_CHECKING:
-    from ..event import AgentEvent
+from .._core.ids import generate_id, generate_timestamp
+from .._core.json_types import JSONObject
+from ..types import ErrorInfo, ReplyFinishedReason
 
 __all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
 
@@ -58,7 +57,7 @@ def _check_role(instance: Msg, attribute: attrs.Attribute[str], value: str) -> N
         raise ValueError(f"Msg.role must be 'user', 'assistant' or 'system', got {value!r}")
 
 
-def _check_content(instance: Msg, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_content(instance: Msg, attribute: attrs.Attribute[object], value: object) -> None:
     if isinstance(value, str):
         raise TypeError(
             "Msg.content must be a list of blocks; use UserMsg/AssistantMsg/SystemMsg to wrap a str"
@@ -84,7 +83,7 @@ class Msg:
     content: list[ContentBlock] = attrs.field(validator=_check_content)
     role: Role = attrs.field(validator=_check_role)
     id: str = attrs.field(kw_only=True, factory=generate_id)
-    metadata: dict[str, Any] = attrs.field(kw_only=True, factory=dict)
+    metadata: JSONObject = attrs.field(kw_only=True, factory=dict)
     created_at: str = attrs.field(kw_only=True, factory=generate_timestamp)
     usage: Usage | None = attrs.field(kw_only=True, default=None)
     finished_at: str | None = attrs.field(kw_only=True, default=None)
@@ -93,7 +92,7 @@ class Msg:
         default=None,
         converter=attrs.converters.optional(ReplyFinishedReason),
     )
-    structured_output: dict[str, Any] | None = attrs.field(kw_only=True, default=None)
+    structured_output: JSONObject | None = attrs.field(kw_only=True, default=None)
     error: ErrorInfo | None = attrs.field(kw_only=True, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -120,7 +119,9 @@ class Msg:
         tags = {block_type} if isinstance(block_type, str) else set(block_type)
         return [b for b in self.content if b.type in tags]
 
-    def has_content_blocks(self, block_type: Any = None) -> bool:
+    def has_content_blocks(
+        self, block_type: type[object] | str | Sequence[str] | None = None
+    ) -> bool:
         """Whether the message holds any block of the type (any block at all for ``None``)."""
         return bool(self.get_content_blocks(block_type))
 
@@ -147,18 +148,16 @@ class Msg:
                 return block
         return None
 
-    def _missing(self, event: AgentEvent, block_id: str) -> None:
+    def _missing(self, event: ev.AgentEvent, block_id: str) -> None:
         logger.warning("Msg.append_event: no block %r for %s; skipped", block_id, event.type)
 
-    def append_event(self, event: AgentEvent) -> None:
-        """Apply one event of a reply's stream to this message (reference/agent.md §1.3).
+    def append_event(self, event: ev.AgentEvent) -> None:
+        """Apply one event of a reply's stream to this message.
 
         Custom events are skipped; an event of another reply, or a delta/end event whose block
         is missing, is skipped with a warning — never raised, so a consumer can rebuild a
         message from a stream it joined late.
         """
-        from .. import event as ev  # local: event imports this module
-
         if isinstance(event, ev.CustomEvent):
             return
         if event.reply_id != self.id:
@@ -325,7 +324,7 @@ def UserMsg(
     name: str,
     content: str | Sequence[TextBlock | DataBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
@@ -349,7 +348,7 @@ def SystemMsg(
     name: str,
     content: str | Sequence[TextBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
@@ -373,11 +372,11 @@ def AssistantMsg(
     name: str,
     content: str | Sequence[ContentBlock],
     *,
-    metadata: dict[str, Any] | None = None,
+    metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
-    structured_output: dict[str, Any] | None = None,
+    structured_output: JSONObject | None = None,
     id: str | None = None,
     usage: Usage | None = None,
 ) -> Msg:

@@ -24,7 +24,7 @@ import attrs
 
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
-from ..message._blocks import (
+from ..message import (
     Base64Source,
     DataBlock,
     TextBlock,

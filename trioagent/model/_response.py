@@ -8,7 +8,7 @@ import attrs
 
 from .._core.ids import generate_id, generate_timestamp
 from .._core.json_types import JSONObject
-from ..message._blocks import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
+from ..message import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason
 
 __all__ = ["ChatResponse", "ChatUsage", "ResponseBlock"]

@@ -10,8 +10,11 @@ from ._scripted import (
     tool_call_chunks as tool_call_chunks,
 )
 from ._server import (
-    ConnectionRecord as ConnectionRecord,
     OpenAICompatibleServer as OpenAICompatibleServer,
+    serve_openai_compatible as serve_openai_compatible,
+)
+from ._server_script import (
+    ConnectionRecord as ConnectionRecord,
     RecordedRequest as RecordedRequest,
     RouteHandler as RouteHandler,
     ScriptedError as ScriptedError,
@@ -20,7 +23,6 @@ from ._server import (
     ScriptedSSE as ScriptedSSE,
     ScriptedToolCall as ScriptedToolCall,
     ScriptEntry as ScriptEntry,
-    serve_openai_compatible as serve_openai_compatible,
 )
 from ._sweep import (
     CancelMode as CancelMode,

@@ -43,195 +43,31 @@ from __future__ import annotations
 import collections
 import inspect
 import json
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable
+from typing import Any
 
-import attrs
 import h11
 import trio
 
-from .._core.ids import generate_id
+from .._core.json_types import JSONValue
 from ..credential import OpenAICredential
 from ..model import OpenAIChatModel
+from ._server_payloads import completion, request_problem, stream_chunks
+from ._server_script import (
+    UNAUTHORIZED,
+    ConnectionRecord,
+    RecordedRequest,
+    RouteHandler,
+    ScriptedError,
+    ScriptedReply,
+    ScriptedSSE,
+    ScriptEntry,
+)
+from ._server_wire import Abort, ClientGone, Exchange
 
-__all__ = [
-    "ConnectionRecord",
-    "OpenAICompatibleServer",
-    "RecordedRequest",
-    "RouteHandler",
-    "ScriptEntry",
-    "ScriptedError",
-    "ScriptedReply",
-    "ScriptedResponse",
-    "ScriptedSSE",
-    "ScriptedToolCall",
-    "serve_openai_compatible",
-]
+__all__ = ["OpenAICompatibleServer", "serve_openai_compatible"]
 
 _CLOSE_GRACE = 1.0  # seconds a shielded socket close may take
-
-
-@attrs.frozen
-class ScriptedToolCall:
-    """A tool call in a scripted reply; ``arguments`` is streamed in fragments."""
-
-    name: str
-    arguments: str = "{}"
-    id: str = attrs.field(factory=lambda: f"call_{generate_id()[:24]}")
-
-
-@attrs.frozen(kw_only=True)
-class ScriptedReply:
-    """A successful answer.
-
-    Attributes:
-        text: the assistant text (streamed ``chunk_size`` characters at a time).
-        reasoning: ``reasoning_content`` streamed before the text.
-        tool_calls: tool calls, each opened by a fragment with id and name, then its
-            arguments in fragments.
-        usage: the ``usage`` object (default: rough counts); streamed as a usage-only chunk
-            when the client asked for ``stream_options.include_usage``.
-        chunk_size: characters per streamed fragment.
-        chunk_delay: seconds to sleep between SSE events.
-        stall_after: after this many SSE events (0: right after the headers; non-streaming:
-            before responding), stop sending and wait until the client goes away.
-        cut_after: after this many SSE events, end the body without ``data: [DONE]``.
-        cut_abruptly: with ``cut_after``, close the socket instead of ending the body.
-        finish_reason: default ``"tool_calls"`` with tool calls, else ``"stop"``.
-    """
-
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: Sequence[ScriptedToolCall] = ()
-    usage: Mapping[str, Any] | None = None
-    chunk_size: int = 8
-    chunk_delay: float = 0.0
-    stall_after: int | None = None
-    cut_after: int | None = None
-    cut_abruptly: bool = False
-    id: str = attrs.field(factory=lambda: f"chatcmpl-{generate_id()[:24]}")
-    model: str | None = None
-    finish_reason: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ScriptedError:
-    """An error response: ``{"error": {"message", "type", "param", "code"}}``."""
-
-    status: int = 500
-    message: str = "The server had an error while processing your request."
-    type: str = "server_error"
-    code: str | None = None
-    retry_after: float | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-
-
-_UNAUTHORIZED = ScriptedError(
-    status=401,
-    message="Incorrect API key provided.",
-    type="invalid_request_error",
-    code="invalid_api_key",
-)
-
-
-@attrs.frozen(kw_only=True)
-class ScriptedSSE:
-    """A raw streamed answer: each item is a chunk object (sent as ``data: <json>``) or text
-    sent verbatim (comments, ``\\r\\n`` line endings, an ``{"error": ...}`` payload, ...)."""
-
-    events: Sequence[Mapping[str, Any] | str]
-    done: bool = True
-    chunk_delay: float = 0.0
-
-
-@attrs.frozen(kw_only=True)
-class ScriptedResponse:
-    """A raw answer of a custom route (:meth:`OpenAICompatibleServer.add_route`).
-
-    Attributes:
-        status: the HTTP status.
-        body: the body; a sequence of byte strings is sent piece by piece (chunked).
-        media_type: the ``Content-Type``.
-        headers: extra headers.
-        chunk_delay: seconds to sleep between pieces.
-        stall_after: after this many pieces, stop sending and wait until the client goes away.
-    """
-
-    status: int = 200
-    body: bytes | Sequence[bytes] = b""
-    media_type: str = "application/json"
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    chunk_delay: float = 0.0
-    stall_after: int | None = None
-
-    @classmethod
-    def json(cls, payload: Any, status: int = 200) -> ScriptedResponse:
-        """A JSON answer."""
-        return cls(status=status, body=json.dumps(payload).encode())
-
-
-@attrs.frozen(kw_only=True)
-class RecordedRequest:
-    """A request the server received (headers lower-cased; the body parsed as JSON)."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str] = attrs.field(repr=False)
-    body: Any
-    raw_body: bytes = attrs.field(repr=False)
-    connection_id: int
-
-    @property
-    def stream(self) -> bool:
-        """Whether the client asked for a streamed answer."""
-        return isinstance(self.body, dict) and bool(self.body.get("stream"))
-
-    def last_user_text(self) -> str:
-        """The text of the last ``user`` message (parts joined by spaces)."""
-        messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
-        if not isinstance(messages, list):
-            return ""
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                content = message.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, list):
-                    return " ".join(
-                        str(p.get("text", ""))
-                        for p in content
-                        if isinstance(p, dict) and p.get("type") == "text"
-                    )
-        return ""
-
-
-@attrs.define(eq=False)
-class ConnectionRecord:
-    """One accepted TCP connection."""
-
-    id: int
-    closed: trio.Event = attrs.Factory(trio.Event)
-    #: Whether the server saw the client close (EOF or reset) rather than closing it itself.
-    closed_by_client: bool = False
-    requests: int = 0
-
-
-#: A custom route's handler: the request → the answer (sync or async).
-RouteHandler: TypeAlias = Callable[
-    [RecordedRequest], "ScriptedResponse | Awaitable[ScriptedResponse]"
-]
-
-_Entry: TypeAlias = str | ScriptedReply | ScriptedError | ScriptedSSE
-ScriptEntry: TypeAlias = _Entry | Callable[[RecordedRequest], _Entry | Awaitable[_Entry]]
-
-
-class _ClientGone(Exception):
-    """The client closed the connection while we were answering."""
-
-
-class _Abort(Exception):
-    """The script asked to drop the connection."""
 
 
 class OpenAICompatibleServer:
@@ -314,13 +150,14 @@ class OpenAICompatibleServer:
         self.connections.append(record)
         self._notify()
         conn = h11.Connection(h11.SERVER)
+        exchange = Exchange(stream, conn)
         try:
-            while await self._serve_one(stream, conn, record):
+            while await self._serve_one(exchange, record):
                 conn.start_next_cycle()
         # ``except*``: these may arrive wrapped in the group of the answering nursery.
-        except* (_ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
             record.closed_by_client = True
-        except* (_Abort, h11.ProtocolError):
+        except* (Abort, h11.ProtocolError):
             # A client closing in the middle of its request is a protocol error for h11 too.
             _, eof = conn.trailing_data
             record.closed_by_client = record.closed_by_client or eof
@@ -332,36 +169,27 @@ class OpenAICompatibleServer:
             record.closed.set()
             self._notify()
 
-    async def _next_event(self, stream: trio.SocketStream, conn: h11.Connection) -> Any:
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await stream.receive_some(65536)
-            conn.receive_data(data)  # b"" tells h11 the client closed its side
-
-    async def _serve_one(
-        self, stream: trio.SocketStream, conn: h11.Connection, record: ConnectionRecord
-    ) -> bool:
+    async def _serve_one(self, exchange: Exchange, record: ConnectionRecord) -> bool:
         """Read one request and answer it; ``False`` when the connection is done."""
-        event = await self._next_event(stream, conn)
+        conn = exchange.conn
+        event = await exchange.next_event()
         if isinstance(event, h11.ConnectionClosed):
-            raise _ClientGone
+            raise ClientGone
         if not isinstance(event, h11.Request):
             return False
         chunks: list[bytes] = []
         while True:
-            part = await self._next_event(stream, conn)
+            part = await exchange.next_event()
             if isinstance(part, h11.Data):
                 chunks.append(bytes(part.data))
             elif isinstance(part, h11.EndOfMessage):
                 break
             elif isinstance(part, h11.ConnectionClosed):
-                raise _ClientGone
+                raise ClientGone
         raw = b"".join(chunks)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
         try:
-            body: Any = json.loads(raw) if raw else None
+            body: JSONValue = json.loads(raw) if raw else None
         except ValueError:
             body = None
         request = RecordedRequest(
@@ -377,106 +205,74 @@ class OpenAICompatibleServer:
         self._notify()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_client, stream, conn, record, nursery.cancel_scope)
-            await self._answer(stream, conn, request)
+            nursery.start_soon(self._watch_client, exchange, record, nursery.cancel_scope)
+            await self._answer(exchange, request)
             nursery.cancel_scope.cancel()
         if record.closed_by_client:
-            raise _ClientGone
+            raise ClientGone
         return conn.our_state is h11.DONE and conn.their_state is h11.DONE
 
     async def _watch_client(
-        self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
-        record: ConnectionRecord,
-        scope: trio.CancelScope,
+        self, exchange: Exchange, record: ConnectionRecord, scope: trio.CancelScope
     ) -> None:
         """While answering, notice at once when the client goes away (a stalled answer would
         otherwise never find out)."""
         while True:
             try:
-                data = await stream.receive_some(65536)
+                data = await exchange.stream.receive_some(65536)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
                 record.closed_by_client = True
                 scope.cancel()
                 return
-            conn.receive_data(data)  # a pipelined next request: h11 keeps it for later
+            exchange.conn.receive_data(data)  # a pipelined next request: h11 keeps it for later
 
     # -- answers -------------------------------------------------------------------------------
 
-    async def _answer(
-        self, stream: trio.SocketStream, conn: h11.Connection, request: RecordedRequest
-    ) -> None:
+    async def _answer(self, exchange: Exchange, request: RecordedRequest) -> None:
         route = self.routes.get((request.method, request.path.split("?")[0]))
         if route is not None:
             if not self._authorized(request):
-                await self._send_error(stream, conn, _UNAUTHORIZED)
+                await exchange.send_error(UNAUTHORIZED)
                 return
             result = route(request)
             answer = await result if inspect.isawaitable(result) else result
-            await self._send_custom(stream, conn, answer)
+            await exchange.send_custom(answer)
             return
         if request.method == "GET" and request.path.startswith("/files/"):
-            await self._send_file(stream, conn, request.path.removeprefix("/files/"))
+            found = self.files.get(request.path.removeprefix("/files/"))
+            await (exchange.send_not_found() if found is None else exchange.send_file(*found))
             return
         if request.method != "POST" or not request.path.split("?")[0].endswith("/chat/completions"):
-            await self._send_error(
-                stream, conn, ScriptedError(status=404, message="Not found", type="not_found")
-            )
+            await exchange.send_not_found()
             return
         if not self._authorized(request):
-            await self._send_error(stream, conn, _UNAUTHORIZED)
+            await exchange.send_error(UNAUTHORIZED)
             return
-        problem = _request_problem(request.body)
+        problem = request_problem(request.body)
         if problem is not None:
-            await self._send_error(
-                stream,
-                conn,
-                ScriptedError(status=400, message=problem, type="invalid_request_error"),
+            await exchange.send_error(
+                ScriptedError(status=400, message=problem, type="invalid_request_error")
             )
             return
         entry = await self._next_entry(request)
         match entry:
             case ScriptedError():
-                await self._send_error(stream, conn, entry)
+                await exchange.send_error(entry)
             case ScriptedSSE():
-                await self._send_sse(stream, conn, entry.events, entry.done, entry.chunk_delay)
+                await exchange.send_sse(entry.events, entry.done, entry.chunk_delay)
             case ScriptedReply() if request.stream:
-                await self._send_stream(stream, conn, request, entry)
+                await exchange.send_stream(stream_chunks(request, entry, self.model), entry)
             case ScriptedReply():
                 if entry.stall_after is not None:
                     await trio.sleep_forever()
-                await self._send_json(stream, conn, 200, _completion(request, entry, self.model))
+                await exchange.send_json(200, completion(request, entry, self.model))
 
     def _authorized(self, request: RecordedRequest) -> bool:
         return self.api_key is None or request.headers.get("authorization") == (
             f"Bearer {self.api_key}"
         )
-
-    async def _send_custom(
-        self, stream: trio.SocketStream, conn: h11.Connection, answer: ScriptedResponse
-    ) -> None:
-        if not isinstance(answer, ScriptedResponse):
-            raise TypeError(f"a route handler must return a ScriptedResponse, got {answer!r}")
-        headers = [("Content-Type", answer.media_type), *answer.headers.items()]
-        if isinstance(answer.body, bytes):
-            headers.append(("Content-Length", str(len(answer.body))))
-            pieces: Sequence[bytes] = [answer.body] if answer.body else []
-        else:
-            headers.append(("Transfer-Encoding", "chunked"))
-            pieces = answer.body
-        await self._send(stream, conn, h11.Response(status_code=answer.status, headers=headers))
-        for sent, piece in enumerate(pieces):
-            if answer.stall_after is not None and sent >= answer.stall_after:
-                await trio.sleep_forever()
-            await self._send(stream, conn, h11.Data(data=piece))
-            if answer.chunk_delay:
-                await trio.sleep(answer.chunk_delay)
-        if answer.stall_after is not None:
-            await trio.sleep_forever()
-        await self._send(stream, conn, h11.EndOfMessage())
 
     async def _next_entry(
         self, request: RecordedRequest
@@ -493,199 +289,6 @@ class OpenAICompatibleServer:
         if isinstance(entry, ScriptedReply | ScriptedError | ScriptedSSE):
             return entry
         raise TypeError(f"not a script entry: {entry!r}")
-
-    async def _send(self, stream: trio.SocketStream, conn: h11.Connection, event: Any) -> None:
-        data = conn.send(event)
-        if data:
-            await stream.send_all(data)
-
-    async def _send_json(
-        self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
-        status: int,
-        payload: Any,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        body = json.dumps(payload).encode()
-        headers = [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            *(extra_headers or {}).items(),
-        ]
-        await self._send(stream, conn, h11.Response(status_code=status, headers=headers))
-        await self._send(stream, conn, h11.Data(data=body))
-        await self._send(stream, conn, h11.EndOfMessage())
-
-    async def _send_file(self, stream: trio.SocketStream, conn: h11.Connection, name: str) -> None:
-        if name not in self.files:
-            await self._send_error(
-                stream, conn, ScriptedError(status=404, message="Not found", type="not_found")
-            )
-            return
-        data, media_type = self.files[name]
-        headers = [("Content-Type", media_type), ("Content-Length", str(len(data)))]
-        await self._send(stream, conn, h11.Response(status_code=200, headers=headers))
-        await self._send(stream, conn, h11.Data(data=data))
-        await self._send(stream, conn, h11.EndOfMessage())
-
-    async def _send_error(
-        self, stream: trio.SocketStream, conn: h11.Connection, error: ScriptedError
-    ) -> None:
-        headers = dict(error.headers)
-        if error.retry_after is not None:
-            headers["Retry-After"] = f"{error.retry_after:g}"
-        payload = {
-            "error": {
-                "message": error.message,
-                "type": error.type,
-                "param": None,
-                "code": error.code,
-            }
-        }
-        await self._send_json(stream, conn, error.status, payload, headers)
-
-    async def _start_sse(self, stream: trio.SocketStream, conn: h11.Connection) -> None:
-        headers = [
-            ("Content-Type", "text/event-stream; charset=utf-8"),
-            ("Cache-Control", "no-cache"),
-            ("Transfer-Encoding", "chunked"),
-        ]
-        await self._send(stream, conn, h11.Response(status_code=200, headers=headers))
-
-    async def _send_sse(
-        self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
-        events: Sequence[Mapping[str, Any] | str],
-        done: bool,
-        delay: float,
-    ) -> None:
-        await self._start_sse(stream, conn)
-        for item in events:
-            text = item if isinstance(item, str) else f"data: {json.dumps(item)}\n\n"
-            await self._send(stream, conn, h11.Data(data=text.encode()))
-            if delay:
-                await trio.sleep(delay)
-        if done:
-            await self._send(stream, conn, h11.Data(data=b"data: [DONE]\n\n"))
-        await self._send(stream, conn, h11.EndOfMessage())
-
-    async def _send_stream(
-        self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
-        request: RecordedRequest,
-        reply: ScriptedReply,
-    ) -> None:
-        await self._start_sse(stream, conn)
-        chunks = _stream_chunks(request, reply, self.model)
-        for sent, chunk in enumerate(chunks):
-            if reply.stall_after is not None and sent >= reply.stall_after:
-                await trio.sleep_forever()
-            if reply.cut_after is not None and sent >= reply.cut_after:
-                if reply.cut_abruptly:
-                    raise _Abort  # closes the socket mid-body: an incomplete chunked read
-                await self._send(stream, conn, h11.EndOfMessage())
-                return
-            await self._send(stream, conn, h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode()))
-            if reply.chunk_delay:
-                await trio.sleep(reply.chunk_delay)
-        if reply.stall_after is not None:
-            await trio.sleep_forever()
-        await self._send(stream, conn, h11.Data(data=b"data: [DONE]\n\n"))
-        await self._send(stream, conn, h11.EndOfMessage())
-
-
-# -- payloads ------------------------------------------------------------------------------------
-
-
-def _fragments(text: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _usage(request: RecordedRequest, reply: ScriptedReply) -> dict[str, Any]:
-    if reply.usage is not None:
-        return dict(reply.usage)
-    prompt = len(json.dumps(request.body.get("messages", []))) // 4 + 1
-    produced = reply.text + reply.reasoning + "".join(c.arguments for c in reply.tool_calls)
-    completion = len(produced) // 4 + 1
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _finish_reason(reply: ScriptedReply) -> str:
-    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-
-
-def _stream_chunks(
-    request: RecordedRequest, reply: ScriptedReply, default_model: str
-) -> list[dict[str, Any]]:
-    options = request.body.get("stream_options")
-    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    base = {
-        "id": reply.id,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": reply.model or request.body.get("model") or default_model,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        out = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        if include_usage:
-            out["usage"] = None
-        return out
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [
-        chunk({"reasoning_content": f}) for f in _fragments(reply.reasoning, reply.chunk_size)
-    ]
-    chunks += [chunk({"content": f}) for f in _fragments(reply.text, reply.chunk_size)]
-    for index, call in enumerate(reply.tool_calls):
-        opening = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
-        chunks.append(chunk({"tool_calls": [opening]}))
-        for fragment in _fragments(call.arguments, reply.chunk_size):
-            chunks.append(
-                chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
-            )
-    chunks.append(chunk({}, _finish_reason(reply)))
-    if include_usage:
-        chunks.append({**base, "choices": [], "usage": _usage(request, reply)})
-    return chunks
-
-
-def _completion(
-    request: RecordedRequest, reply: ScriptedReply, default_model: str
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reply.reasoning:
-        message["reasoning_content"] = reply.reasoning
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in reply.tool_calls
-        ]
-    return {
-        "id": reply.id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": reply.model or request.body.get("model") or default_model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}],
-        "usage": _usage(request, reply),
-    }
 
 
 async def serve_openai_compatible(
@@ -716,16 +319,3 @@ async def serve_openai_compatible(
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._handle, listeners)
         task_status.started(server)
-
-
-def _request_problem(body: Any) -> str | None:
-    """Why a chat-completions body is malformed (answered with HTTP 400), or ``None``."""
-    if not isinstance(body, dict) or "messages" not in body:
-        return "The body must be a JSON object with 'messages'."
-    messages = body["messages"]
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return "'messages' must be a list of objects."
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        return "'stream_options' must be an object."
-    return None

@@ -4,7 +4,7 @@ A tool streams chunks; the toolkit accumulates them into one response with
 :meth:`ToolResponse.append_chunk`:
 
 1. blocks are matched by ``id``: text + text concatenates; base64 data + base64 data merges the
-   payloads by bytes (:func:`~trioagent.message._blocks.merge_base64`), taking the newer non-empty
+   payloads by bytes (:func:`~trioagent._blocks.merge_base64`), taking the newer non-empty
    ``name`` and ``media_type``; data where either side is a URL raises ``ValueError``; different
    block kinds sharing an id append a copy under a fresh id; unknown ids append a deep copy;
 2. state: an ``error`` chunk makes the response ``error`` for good; otherwise ``interrupted`` /
@@ -25,11 +25,11 @@ from typing import TypeAlias
 
 import attrs
 
+from .._blocks import merge_base64
 from .._core.emit import Emit as ChainEmit
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, TextBlock, ToolResultState
-from ..message._blocks import merge_base64
 from ..serialization import unstructure
 
 __all__ = [

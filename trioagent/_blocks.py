@@ -11,12 +11,13 @@ import base64
 import binascii
 import enum
 import json
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 import attrs
 
-from .._core.ids import generate_id, generate_timestamp
-from .._rules import PermissionRule
+from ._core.ids import generate_id, generate_timestamp
+from ._core.json_types import JSONObject
+from ._rules import PermissionRule
 
 __all__ = [
     "Base64Source",
@@ -35,7 +36,12 @@ __all__ = [
 
 
 class ToolCallState(enum.StrEnum):
-    """Lifecycle of a tool call; see reference/agent.md §1.1 for the transitions."""
+    """Lifecycle of a tool call.
+
+    ``pending`` when the model asks for it; ``asking`` while it waits for the user's
+    confirmation and ``allowed`` once confirmed; ``submitted`` while the caller executes it;
+    ``finished`` when its result is in (or the user declined it).
+    """
 
     PENDING = "pending"
     ASKING = "asking"
@@ -54,12 +60,12 @@ class ToolResultState(enum.StrEnum):
     RUNNING = "running"
 
 
-def _non_empty(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+def _non_empty(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{type(instance).__name__}.{attribute.name} must be a non-empty string")
 
 
-def _is_str(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _is_str(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str):
         raise TypeError(
             f"{type(instance).__name__}.{attribute.name} must be str, got {type(value).__name__}"
@@ -108,7 +114,7 @@ class ThinkingBlock:
     id: str = attrs.field(factory=generate_id)
     created_at: str = attrs.field(factory=generate_timestamp)
     finished_at: str | None = None
-    extra: dict[str, Any] = attrs.field(factory=dict)
+    extra: JSONObject = attrs.field(factory=dict)
 
 
 @attrs.define(kw_only=True)
@@ -125,7 +131,9 @@ class DataBlock:
     finished_at: str | None = None
 
 
-def _check_hint(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_hint(
+    instance: object, attribute: attrs.Attribute[str | list[TextBlock | DataBlock]], value: object
+) -> None:
     if isinstance(value, str):
         return
     if not isinstance(value, list) or not all(isinstance(b, TextBlock | DataBlock) for b in value):
@@ -161,7 +169,7 @@ class ToolCallBlock:
     created_at: str = attrs.field(factory=generate_timestamp)
     finished_at: str | None = None
 
-    def parsed_input(self) -> dict[str, Any]:
+    def parsed_input(self) -> JSONObject:
         """The arguments as a dict; ``{}`` for empty input.
 
         Raises:
@@ -175,7 +183,9 @@ class ToolCallBlock:
         return value
 
 
-def _check_output(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def _check_output(
+    instance: object, attribute: attrs.Attribute[str | list[TextBlock | DataBlock]], value: object
+) -> None:
     if isinstance(value, str):
         return
     if not isinstance(value, list) or not all(isinstance(b, TextBlock | DataBlock) for b in value):
@@ -191,7 +201,7 @@ class ToolResultBlock:
     name: str = attrs.field(validator=_is_str)
     output: str | list[TextBlock | DataBlock] = attrs.field(factory=list, validator=_check_output)
     state: ToolResultState = attrs.field(default=ToolResultState.RUNNING, converter=ToolResultState)
-    metadata: dict[str, Any] = attrs.field(factory=dict)
+    metadata: JSONObject = attrs.field(factory=dict)
     created_at: str = attrs.field(factory=generate_timestamp)
     finished_at: str | None = None
 
