@@ -23,7 +23,7 @@ from ..event import (
     ToolCallStartEvent,
 )
 from ..message import Base64Source, DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
-from ..model._response import ChatResponse
+from ..model import ChatResponse
 from ..types import generate_id
 
 __all__ = ["ChunkConverter"]

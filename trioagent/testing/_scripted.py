@@ -16,8 +16,7 @@ import attrs
 import trio
 
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..model import ChatModelBase, ChatResponse, ChatUsage
-from ..model._accumulator import StreamAccumulator
+from ..model import ChatModelBase, ChatResponse, ChatUsage, StreamAccumulator
 from ..types import ToolChoice, generate_id
 
 __all__ = [
