@@ -105,7 +105,7 @@ class TextBlock:
 class ThinkingBlock:
     """Model reasoning.
 
-    ``extra`` keeps provider fields the reference stores as pydantic extras (for example an
+    ``extra`` keeps provider fields AgentScope stores as pydantic extras (for example an
     Anthropic ``signature`` or a redacted-thinking payload), so they survive a round trip.
     """
 

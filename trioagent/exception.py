@@ -1,6 +1,6 @@
 """Exceptions of the library.
 
-Two families, as in the reference:
+Two families, as in AgentScope:
 
 * :class:`AgentOrientedException` — errors meant for the model to read (a tool that does not
   exist, arguments that are not JSON, ...).  They become error tool results, never a crashed

@@ -1,7 +1,7 @@
 """JSON serialization of messages, blocks, events and agent state.
 
 One cattrs converter round-trips every data class of the library.  Members of a union (content
-blocks, data sources, events) carry a ``"type"`` tag with the reference's values (``"text"``,
+blocks, data sources, events) carry a ``"type"`` tag with AgentScope's values (``"text"``,
 ``"tool_call"``, ``"REPLY_END"``, ...).  Malformed input raises :class:`SerializationError`, whose
 message names the path of every bad field (``$.content[0].text``); nothing half-built escapes,
 and the input is never modified.  Scalars are not coerced: ``5`` is not a ``str``, ``True`` is not

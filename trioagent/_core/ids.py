@@ -1,7 +1,7 @@
 """Replaceable factories for generated ids and timestamps.
 
 Every id the library generates is ``uuid4().hex`` and every timestamp is a local, naive
-``datetime.now().isoformat()``, as in the reference.  Tests and deterministic replays swap
+``datetime.now().isoformat()``, as in AgentScope.  Tests and deterministic replays swap
 the factories with :func:`set_id_factory` / :func:`set_timestamp_factory`.  The default id
 generator is reseeded in a child process after ``os.fork()``, so forked workers never share ids.
 """

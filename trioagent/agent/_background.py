@@ -365,7 +365,7 @@ def placeholder(call: ToolCallBlock, after: float | None) -> ToolResponse:
 async def _send_placeholder(sink: Sink, call: ToolCallBlock, after: float | None) -> None:
     response = placeholder(call, after)
     # As a chunk first, so the event stream shows the text the model reads (as the
-    # reference's offload middleware does: a chunk, then the response).
+    # offload middleware of AgentScope does: a chunk, then the response).
     chunk = ToolChunk(
         content=copy.deepcopy(response.content),
         state=response.state,

@@ -55,7 +55,7 @@ class ReplyContext:
 
 @attrs.define(kw_only=True)
 class ReadCacheEntry:
-    """A file the Read tool has seen (kept for parity with the reference's tool context)."""
+    """A file the Read tool has seen (kept for parity with AgentScope's tool context)."""
 
     file_path: str
     lines: int = 0
