@@ -30,14 +30,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import trio
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.concurrency import reraise_unwrapped
 from .._core.emit import Emit
+from ..agent import AgentLike, ReplyItem
 from ..memory import (
     DEFAULT_MEMORY_INSTRUCTIONS,
     DEFAULT_RETRIEVAL_INSTRUCTIONS,
@@ -60,7 +61,7 @@ logger = logging.getLogger("trioagent.middleware")
 class _Retrieval:
     """The background retrieval of one reply: owned by that reply's ``on_reply`` nursery."""
 
-    agent: Any
+    agent: AgentLike
     result: str | None = None
     done: bool = False
     consumed: bool = False
@@ -200,14 +201,18 @@ class AgenticMemoryMiddleware(MiddlewareBase):
         """Create an empty ``MEMORY.md`` (and so the directory) unless it exists."""
         await self.directory.ensure_layout()
 
-    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentLike, current_prompt: str) -> str:
         section = await self.directory.prompt_section(
             self.parameters.memory_instructions, self.parameters.memory_max_tokens
         )
         return f"{current_prompt}\n\n{section}"
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         query = _query_of(input_kwargs.get("inputs")) if self.parameters.retrieval_async else None
         if not query:
@@ -232,7 +237,11 @@ class AgenticMemoryMiddleware(MiddlewareBase):
             self._retrieval.reset(token)
 
     async def on_reasoning(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         retrieval = self._retrieval.get()
         if (
@@ -269,7 +278,7 @@ class AgenticMemoryMiddleware(MiddlewareBase):
         finally:
             retrieval.finished.set()
 
-    async def retrieve(self, agent: Any, query: str) -> str | None:
+    async def retrieve(self, agent: AgentLike, query: str) -> str | None:
         """Select the memory files useful for ``query`` (with ``retrieval_model``, or the
         agent's model) and return their contents as one hint text (``None``: no memory
         files, or none selected)."""

@@ -10,12 +10,10 @@ from calling tools — or, while a structured output is still owed, that lets it
 
 from __future__ import annotations
 
-from typing import Any
-
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.emit import Emit
 from .._core.json_types import JSONObject
-from ..agent import STRUCTURED_OUTPUT_TOOL_NAME
+from ..agent import STRUCTURED_OUTPUT_TOOL_NAME, AgentLike, ReplyItem
 from ..event import ModelCallEndEvent, ReplyStartEvent
 from ..message import HintBlock
 from ..types import ToolChoice
@@ -124,7 +122,7 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
             self.input_token_weight * input_tokens + self.output_token_weight * output_tokens
         )
 
-    async def used(self, agent: Any) -> float | int:
+    async def used(self, agent: AgentLike) -> float | int:
         """The weighted cost the agent's current reply has spent so far."""
         bucket = agent.state.middle_context.get(await self.get_middleware_key())
         if not isinstance(bucket, dict):
@@ -133,12 +131,16 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
         return value if isinstance(value, int | float) else 0
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         key = await self.get_middleware_key()
         middle_context: JSONObject = agent.state.middle_context
 
-        async def sink(item: object) -> None:
+        async def sink(item: ReplyItem) -> None:
             if isinstance(item, ReplyStartEvent):
                 middle_context[key] = {item.reply_id: 0}
             elif isinstance(item, ModelCallEndEvent):
@@ -155,7 +157,11 @@ class ReplyBudgetControlMiddleware(MiddlewareBase):
         await next_handler(sink)
 
     async def on_reasoning(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         if await self.used(agent) >= self.token_budget:
             reply_context = agent.state.reply_context

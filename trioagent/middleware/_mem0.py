@@ -15,10 +15,11 @@ Three modes:
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Literal
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.emit import Emit
+from ..agent import AgentLike, ReplyItem
 from ..event import ReplyStartEvent
 from ..memory import (
     AddMemoryTool,
@@ -178,7 +179,11 @@ class Mem0Middleware(MiddlewareBase):
     # -- hooks --------------------------------------------------------------------------------
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         if self._mode == "agent_control":
             await next_handler()
@@ -187,7 +192,7 @@ class Mem0Middleware(MiddlewareBase):
         searched = False
         final: Msg | None = None
 
-        async def sink(item: object) -> None:
+        async def sink(item: ReplyItem) -> None:
             nonlocal searched, final
             if isinstance(item, Msg) and item.role == "assistant":
                 final = item
@@ -213,7 +218,7 @@ class Mem0Middleware(MiddlewareBase):
                 ],
             )
 
-    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+    async def on_system_prompt(self, agent: AgentLike, current_prompt: str) -> str:
         if self._mode == "static_control":
             return current_prompt
         return f"{current_prompt}\n\n{self._tool_instructions}"
@@ -253,7 +258,7 @@ class Mem0Middleware(MiddlewareBase):
         text = f"{self._memory_section_header}\n{self._memory_section_intro}\n{bullets}"
         return AssistantMsg("memory", [HintBlock(hint=text)])
 
-    async def _dispatch_write(self, agent: Any, messages: list[dict[str, str]]) -> None:
+    async def _dispatch_write(self, agent: AgentLike, messages: list[dict[str, str]]) -> None:
         if self._await_write or not agent.start_soon_supervised(self._write_logged, messages):
             await self._write_logged(messages)
 

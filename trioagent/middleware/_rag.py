@@ -31,9 +31,10 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.emit import Emit
 from .._core.json_types import JSONObject
+from ..agent import AgentLike, ReplyItem
 from ..event import HintBlockEvent, ReplyStartEvent
 from ..message import ContentBlock, DataBlock, HintBlock, Msg, TextBlock
 from ..model import ChatModelBase
@@ -311,7 +312,11 @@ class RAGMiddleware(MiddlewareBase):
         )
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         """Static mode: keep the reply's query blocks for its first reasoning step."""
         blocks = (
@@ -325,7 +330,7 @@ class RAGMiddleware(MiddlewareBase):
         stored = [unstructure(block) for block in blocks]
         reply_ids: list[str] = []
 
-        async def sink(item: object) -> None:
+        async def sink(item: ReplyItem) -> None:
             if isinstance(item, ReplyStartEvent):
                 bucket = middle_context.get(key)
                 if not isinstance(bucket, dict):
@@ -344,7 +349,7 @@ class RAGMiddleware(MiddlewareBase):
                 if not bucket:
                     del middle_context[key]
 
-    def _cached_blocks(self, agent: Any, key: str) -> list[TextBlock | DataBlock]:
+    def _cached_blocks(self, agent: AgentLike, key: str) -> list[TextBlock | DataBlock]:
         bucket = agent.state.middle_context.get(key)
         stored = bucket.get(agent.state.reply_id) if isinstance(bucket, dict) else None
         if not isinstance(stored, list):
@@ -353,7 +358,11 @@ class RAGMiddleware(MiddlewareBase):
         return [b for b in blocks if isinstance(b, TextBlock | DataBlock)]
 
     async def on_reasoning(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         """Static mode, first reasoning step: search, inject the hint for this step only."""
         p = self.parameters

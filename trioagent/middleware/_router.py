@@ -20,14 +20,14 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 import trio
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.emit import Emit
 from .._core.json_types import JSONObject
+from ..agent import AgentLike, ReplyItem
 from ..classifier import ChoiceAnswer, ChoiceQuestion, ClassifierModelBase
 from ..event import (
     ExternalExecutionResultEvent,
@@ -128,7 +128,11 @@ class ModelRouterMiddleware(MiddlewareBase):
         }
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         key = await self.get_middleware_key()
         original = agent.model
@@ -140,7 +144,7 @@ class ModelRouterMiddleware(MiddlewareBase):
             agent.model = self._stored_model(agent, key, original)
         text = latest_user_text(inputs)
 
-        async def sink(item: object) -> None:
+        async def sink(item: ReplyItem) -> None:
             await emit(item)
             if isinstance(item, ReplyStartEvent):
                 name = await self.route(text) if text else None
@@ -152,7 +156,7 @@ class ModelRouterMiddleware(MiddlewareBase):
         finally:
             agent.model = original
 
-    def _stored_model(self, agent: Any, key: str, original: ChatModelBase) -> ChatModelBase:
+    def _stored_model(self, agent: AgentLike, key: str, original: ChatModelBase) -> ChatModelBase:
         entry = agent.state.middle_context.get(key)
         name = entry.get(agent.state.reply_id) if isinstance(entry, dict) else None
         if name is None:

@@ -37,15 +37,16 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import trio
 from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
+from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
 from .._version import __version__
+from ..agent import ActingItem, AgentLike, ReplyItem
 from ..event import (
     ExternalExecutionResultEvent,
     ModelCallEndEvent,
@@ -87,14 +88,6 @@ _REPLY_WATCHED = frozenset(
         RequireExternalExecutionEvent,
     }
 )
-
-
-def _is_cancellation(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_cancellation(e) for e in exc.exceptions)
-    return False
 
 
 class TracingMiddleware(MiddlewareBase):
@@ -154,7 +147,11 @@ class TracingMiddleware(MiddlewareBase):
         return self._tracer() is not None
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         tracer = self._tracer()
         traced = (
@@ -166,7 +163,11 @@ class TracingMiddleware(MiddlewareBase):
         await traced.run(next_handler)
 
     async def on_model_call(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ChatResponse],
+        emit: Emit[ChatResponse],
     ) -> None:
         model = input_kwargs.get("current_model")
         tracer = self._tracer() if isinstance(model, ChatModelBase) else None
@@ -181,7 +182,11 @@ class TracingMiddleware(MiddlewareBase):
         await traced.run(next_handler)
 
     async def on_acting(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ActingItem],
+        emit: Emit[ActingItem],
     ) -> None:
         call = input_kwargs.get("tool_call")
         tracer = self._tracer() if isinstance(call, ToolCallBlock) else None
@@ -404,7 +409,7 @@ class _ReplyTrace(_Trace):
     def finish(self, error: BaseException | None) -> None:
         state = getattr(self.agent, "state", None)
         end = self.end_event
-        cancelled = error is not None and _is_cancellation(error)
+        cancelled = error is not None and is_cancellation(error)
         reason: str | None = str(end.finished_reason) if end is not None else None
         if reason is None and cancelled:
             reason = str(ReplyFinishedReason.INTERRUPTED)
@@ -529,7 +534,7 @@ class _ModelCallTrace(_Trace):
             self.span.set_status(
                 Status(StatusCode.ERROR, "the model call ended without an is_last response")
             )
-        elif _is_cancellation(error):
+        elif is_cancellation(error):
             self.span.set_attribute("trioagent.interrupted", True)
         else:
             self.record_error(error)
@@ -568,7 +573,7 @@ class _ToolTrace(_Trace):
 
     def finish(self, error: BaseException | None) -> None:
         response = self.response
-        cancelled = error is not None and _is_cancellation(error)
+        cancelled = error is not None and is_cancellation(error)
         interrupted = cancelled or (response is not None and response.state == "interrupted")
         if response is not None:
             self.set(

@@ -33,14 +33,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable
-from typing import Any
 
 import trio
 
-from .._core.chain import NextHandler
+from .._core.chain import Kwargs, NextHandler
 from .._core.concurrency import raise_as_is
 from .._core.emit import Emit
 from .._core.ids import generate_id
+from ..agent import AgentLike, ReplyItem
 from ..event import (
     CustomEvent,
     DataBlockDeltaEvent,
@@ -79,7 +79,11 @@ class TTSMiddleware(MiddlewareBase):
         self.close_grace = close_grace
 
     async def on_reply(
-        self, agent: Any, input_kwargs: dict[str, Any], next_handler: NextHandler, emit: Emit
+        self,
+        agent: AgentLike,
+        input_kwargs: Kwargs,
+        next_handler: NextHandler[ReplyItem],
+        emit: Emit[ReplyItem],
     ) -> None:
         # The stack owns the realtime session, opened at the first text delta (so a reply
         # without text never connects, and nothing here waits before the inner layers start).
@@ -101,7 +105,7 @@ class _Speaker:
     realtime session."""
 
     def __init__(
-        self, model: TTSModelBase, stack: contextlib.AsyncExitStack, emit: Emit, agent: Any
+        self, model: TTSModelBase, stack: contextlib.AsyncExitStack, emit: Emit, agent: AgentLike
     ) -> None:
         self.model = model
         self.stack = stack
