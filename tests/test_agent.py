@@ -1,8 +1,10 @@
-"""The ReAct agent (trioagent/agent/_agent.py): reference/agent.md §10 behaviours 1-5 and 7,
-adapted to the trio API, plus errors, the missing-final-chunk guard and the max-iters round.
+"""The ReAct agent (trioagent/agent/_agent.py): streamed replies, usage, thinking-only answers,
+tool rounds and config hygiene as in AgentScope, adapted to the trio API, plus errors, the
+missing-final-chunk guard and the max-iters round.
 
 Further down: adversarial edge cases of the ReAct loop (trioagent/agent/_agent.py and friends):
-interplay cases that the other test_agent*.py modules do not cover (DESIGN.md §4).
+interplay cases that the other test_agent*.py modules do not cover (replies, interruption and
+the exactly-once end).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ async def test_streaming_text_reply_events_context_and_final_msg():
     assert msg.get_text_content() == "Hello world"
     assert msg.finished_reason == ReplyFinishedReason.COMPLETED
     assert msg.usage is None
-    # The final Msg does not share block objects with the context (reference quirk §12).
+    # Unlike AgentScope, the final Msg does not share block objects with the context.
     assert msg.content[0] is not ctx[1].content[0]
     model.assert_consumed()
 
@@ -157,7 +159,7 @@ async def test_incoming_messages_are_deep_copies():
 
 
 async def test_non_streaming_response_is_converted_once():
-    # §2.1: a plain (non-streamed) response is converted as if it were a single chunk.
+    # A plain (non-streamed) response is converted as if it were a single chunk.
     model = ScriptedModel(
         [
             [*text_chunks("Let me ", "check."), *tool_call_chunks("c1", "_echo", '{"x": "1"}')],
@@ -275,7 +277,7 @@ async def test_final_msg_keeps_thinking_of_the_last_response():
 
 
 async def test_empty_response_ends_the_reply_with_an_empty_msg():
-    # Reference quirk §12, kept: an empty model answer is a (blank) final answer.
+    # Kept from AgentScope: an empty model answer is a (blank) final answer.
     agent, model = make_agent([final_response()])
     msg = await agent.reply(user())
     assert msg.content == []
@@ -431,7 +433,7 @@ async def test_max_iters_forces_a_text_only_round():
     hint = forced.messages[-1].content[-1]
     assert isinstance(hint, HintBlock)
     assert "maximum of 1 reasoning-acting iterations" in str(hint.hint)
-    # As the reference (§3.7): the forced-final answer comes back as exceed_max_iters.
+    # As in AgentScope: the forced-final answer comes back as exceed_max_iters.
     assert msg.get_text_content() == "summary"
     assert msg.finished_reason == ReplyFinishedReason.EXCEED_MAX_ITERS
     assert agent.state.cur_iter == 2
@@ -456,7 +458,7 @@ async def test_model_ignoring_tool_choice_none_gets_the_canned_exceed_msg():
     msg = await agent.reply(user())
     assert msg.get_text_content() == "The maximum reasoning-acting iterations are exceeded."
     assert msg.finished_reason == "exceed_max_iters"
-    # The tool still ran (reference §3.7) and has its result.
+    # As in AgentScope, the tool still ran (the model ignored tool_choice=none) and has its result.
     assert_paired(agent.state.context)
 
 
@@ -672,7 +674,7 @@ async def test_model_config_retries_then_fallback():
     assert len(fallback.requests) == 1
     starts = [e for e in rec.events if e.type == "MODEL_CALL_START"]
     assert len(starts) == 1
-    # Reference quirk (§12), kept: MODEL_CALL_START names the primary model.
+    # As in AgentScope, MODEL_CALL_START names the primary model (also for a fallback).
     assert starts[0].model_name == "scripted-model"
 
 
@@ -842,7 +844,7 @@ async def test_max_iters_one_tool_round_then_forced_text():
     )
     rec = Recorder()
     msg = await agent.reply(user(), on_event=rec)
-    # The forced-final answer is EXCEED_MAX_ITERS (reference/agent.md §3.7).
+    # The forced-final answer is EXCEED_MAX_ITERS, as in AgentScope.
     assert msg.finished_reason == ReplyFinishedReason.EXCEED_MAX_ITERS
     assert msg.get_text_content() == "done"
     assert model.requests[0].tool_choice is None

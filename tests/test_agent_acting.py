@@ -1,5 +1,6 @@
 """Acting: batching, concurrency, results in call order, streaming, bad calls, interruption,
-``on_acting`` and permission ``updated_input`` (reference/agent.md §3.5, §4, §10 behaviours 6, 8, 9).
+``on_acting`` and permission ``updated_input``, with AgentScope's event order for concurrent and
+mixed batches and its interrupted results.
 """
 
 from __future__ import annotations
@@ -588,7 +589,7 @@ async def test_allow_rule_updated_input_keeps_the_model_input() -> None:
 
 
 async def test_a_forwarded_permission_input_never_reaches_the_execution() -> None:
-    """reference/agent.md §7.2: a middleware's forwarded replacement reaches the engine, whose
+    """As in AgentScope, a middleware's forwarded replacement input reaches the engine, whose
     allow rule echoes it back as ``updated_input`` -- the tool still runs the model's input."""
     from trioagent.permission import PermissionRule
 
@@ -622,7 +623,7 @@ async def test_a_forwarded_permission_input_never_reaches_the_execution() -> Non
 
 
 async def test_a_tools_own_updated_input_is_honoured() -> None:
-    """DESIGN.md §6: an ALLOW carrying a new input (here the tool's own check) runs it."""
+    """An ALLOW carrying a new input (here the tool's own check) runs the tool with that input."""
     received: list[str] = []
 
     class Normalizing(ToolBase):

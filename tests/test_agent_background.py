@@ -1,4 +1,6 @@
-"""Background tools supervised by ``async with agent:`` (DESIGN.md §6, reference/agent.md §6).
+"""Background tools supervised by ``async with agent:``: a call moved to the agent's
+supervision nursery, its "running in background" result and handle, and its real result
+delivered on the next reasoning step.
 
 Further down: adversarial edge cases of background tools.
 

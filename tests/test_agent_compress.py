@@ -1,5 +1,6 @@
 """Context compression, the image limit and tool-result truncation
-(trioagent/agent/_compress.py): reference/agent.md §8.2, §8.3 and §10 behaviour 25.
+(trioagent/agent/_compress.py), following AgentScope 2.0.11: the split, the summary prompt,
+the overflow retry and the fallback to truncation.
 
 Token counts use the default estimate (UTF-8 bytes / 4), so a text of ``4 * n`` ASCII
 characters is ``n`` tokens.
@@ -47,7 +48,7 @@ SUMMARY = DEFAULT_SUMMARY_TEMPLATE.format(**SUMMARY_FIELDS)
 
 
 def compress_agent(steps=(), *, context_size: int = 100, **config) -> tuple[Agent, ScriptedModel]:
-    """The §10.25 setup: context size 100, trigger 0.7, reserve 0.4, a 20-token prompt."""
+    """A compression setup: context size 100, trigger 0.7, reserve 0.4, a 20-token prompt."""
     model = ScriptedModel(list(steps), context_size=context_size)
     cfg = ContextConfig(trigger_ratio=0.7, reserve_ratio=0.4, **config)
     agent = Agent(
@@ -388,7 +389,7 @@ async def test_images_beyond_the_limit_are_replaced_oldest_first():
     assert model.requests == []
 
 
-# -- tool-result truncation (§8.3) --------------------------------------------------------------
+# -- tool-result truncation (local tool results only) -------------------------------------------
 
 
 async def test_large_tool_result_is_truncated_in_the_context_only():

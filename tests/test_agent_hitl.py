@@ -1,8 +1,8 @@
 """Human-in-the-loop: confirmation, external execution, park / resume / abort, and the
-``on_check_permission`` chain (reference/agent.md §5, §10 behaviours 10, 11, 17–21, 24).
+``on_check_permission`` chain, with AgentScope's events, prompts and resume rules.
 
-Further down: the edges of saving, restoring and resuming (reference/agent.md §1.8, §4.3, §5; DESIGN.md §4
-rule 6).
+Further down: the edges of saving, restoring and resuming (after any interruption the context
+stays consistent and resumable).
 
 * A parked reply saved with ``dumps`` and loaded into a *new* Agent resumes exactly as the
   original would: same events, same final Msg, same state, same model requests.
@@ -984,7 +984,7 @@ class SharedAskTool(ToolBase):
 
 
 async def test_each_concurrent_prompt_carries_its_own_suggestions() -> None:
-    """reference/agent.md §5.1: a prompt's suggestions are the rules for *that* call, even when
+    """A prompt's suggestions are the rules for *that* call, even when
     the tool returns one shared decision object to checks running at the same time."""
     toolkit = Toolkit()
     toolkit.add_tool(SharedAskTool())
@@ -1595,8 +1595,9 @@ async def test_unknown_call_ids_are_refused_and_the_restored_park_still_resumes(
 
 
 async def test_a_deduplicated_pending_call_cannot_be_confirmed_before_it_asks() -> None:
-    """a2 was de-duplicated behind a1's prompt (§5.1): it is pending, not asking, so an answer
-    for it is refused; it prompts once a1 is answered without a rule."""
+    """a2 was de-duplicated behind a1's prompt (same tool, covered by its suggested rule): it
+    is pending, not asking, so an answer for it is refused; it prompts once a1 is answered
+    without a rule."""
     log: list[str] = []
     agent = await parked_agent(
         [calls(call("a1", "ask", x="1"), call("a2", "ask", x="2")), text("ok")], log
@@ -1617,7 +1618,7 @@ async def test_a_deduplicated_pending_call_cannot_be_confirmed_before_it_asks() 
 
 async def test_interrupt_on_a_parked_agent_changes_nothing() -> None:
     """``agent.interrupt()`` cancels a *running* reply; a parked one is aborted only by a
-    UserInterruptEvent (reference/agent.md §4.1)."""
+    UserInterruptEvent, as in AgentScope."""
     agent = await parked_agent([calls(call("a1", "ask", x="1")), text("ok")])
     before = dumps(agent.state)
     agent.interrupt()
@@ -1689,7 +1690,7 @@ async def test_two_confirmations_in_a_row() -> None:
 
 
 async def test_a_repeated_id_in_one_confirmation_gets_one_answer() -> None:
-    """Two answers for one call in one event: as in the reference (a dict keyed by call id),
+    """Two answers for one call in one event: as in AgentScope (a dict keyed by call id),
     the last one is applied, and the call still gets exactly one result."""
     log: list[str] = []
     agent = await parked_agent([calls(call("a1", "ask", x="1")), text("ok")], log)
@@ -1715,7 +1716,7 @@ async def test_a_repeated_id_in_one_confirmation_gets_one_answer() -> None:
 
 @pytest.mark.parametrize("inputs", ["message", "messages", "none", "empty-list"])
 async def test_a_new_message_to_a_restored_park_is_refused(inputs: str) -> None:
-    """reference/agent.md §5.3: while parked, ``reply(None)`` or ``reply(new Msg)`` raises
+    """As in AgentScope, while parked, ``reply(None)`` or ``reply(new Msg)`` raises
     ValueError; the park stays resumable."""
     agent = await parked_agent([calls(call("a1", "ask", x="1")), text("ok")])
     value: Any = {
@@ -1773,7 +1774,7 @@ async def test_a_confirmation_sent_twice_at_once_runs_the_call_once(autojump_clo
 
 async def test_an_error_during_a_resume_leaves_a_state_that_restores_and_continues() -> None:
     """A developer error raised by the confirmed tool ends the resumed reply with ERROR
-    (DESIGN.md §4 rule 4); every call of the parked round still gets one result, and a new
+    (and the error propagates); every call of the parked round still gets one result, and a new
     agent restored from the state replies with a valid request."""
     toolkit = Toolkit()
 
@@ -1964,7 +1965,7 @@ async def test_a_summary_made_of_blocks_survives_and_reaches_the_model() -> None
 
 
 async def test_a_restored_interrupted_reply_starts_a_new_reply() -> None:
-    """reference/agent.md §4.3: no special resume after an interrupt; the next reply has a
+    """As in AgentScope, there is no special resume after an interrupt; the next reply has a
     new id and a REPLY_START, and the old message stays as it was."""
     first = new_agent([calls(call("a1", "ask", x="1"))], [])
     await run(first, user())
@@ -2062,7 +2063,7 @@ async def test_a_missing_required_key_is_a_serialization_error(missing: str, pat
 
 
 async def test_the_legacy_top_level_reply_id_and_cur_iter_still_resume() -> None:
-    """reference/agent.md §1.8: a before-validator moves a legacy top-level ``reply_id`` and
+    """As in AgentScope, a before-validator moves a legacy top-level ``reply_id`` and
     ``cur_iter`` into ``reply_context``."""
     data = await parked_json()
     reply_context = data.pop("reply_context")

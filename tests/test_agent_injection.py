@@ -1,5 +1,6 @@
 """Runtime-state injection before each reasoning step (trioagent/agent/_injection.py):
-reference/agent.md §8.5 and §2.2 step 2."""
+the current time, tasks, context length and tool-error hints, and the HINT_BLOCK event that
+follows REPLY_START, as in AgentScope."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Interruption and the exactly-once end (trioagent/agent/_agent.py, _run.py, _stream.py):
-DESIGN.md §4 rules 1-7 and reference/agent.md §4 / §10 behaviours 8-9."""
+one end event per reply, always last; cleanup and the INTERRUPTED end on ``agent.interrupt()``
+and on an outer cancellation (which still propagates); a consistent, resumable context; no task
+left behind; and AgentScope's interrupted tool results."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Structured output (trioagent/agent/_structured.py and the loop's §3.2 step 3):
-reference/agent.md §10 behaviours 12-16.
+"""Structured output (trioagent/agent/_structured.py and the loop's structured-output
+decision): AgentScope's structured replies, validation errors, forced calls and tool lifecycle.
 
 Further down: edge cases of structured output: ``agent.reply(..., structured_schema=...)`` (the
 ``GenerateStructuredOutput`` tool and the loop's grace iterations) and

@@ -1,6 +1,8 @@
-"""The acceptance sweeps (trioagent/testing/_sweep.py, DESIGN.md §4): cancel a reply after
-every schedule point, by ``agent.interrupt()`` and by an outer cancel scope, and check rules
-1, 3, 6 and 7 each time.  Also shows that the sweep fails on a broken middleware."""
+"""The acceptance sweeps (trioagent/testing/_sweep.py): cancel a reply after every schedule
+point, by ``agent.interrupt()`` and by an outer cancel scope, and check each time that the
+reply has exactly one end event, last; that an outer cancellation still propagates; that every
+tool call has exactly one result and the state round-trips; and that no task is left behind.
+Also shows that the sweep fails on a broken middleware."""
 
 from __future__ import annotations
 

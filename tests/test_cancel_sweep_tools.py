@@ -1,8 +1,8 @@
 """``cancel_sweep`` over replies that act: parallel, sequential and streaming tools, a parked
 reply being resumed, and background tools while the supervision scope closes.
 
-Every cancellation point must satisfy DESIGN.md §4 rules 1 (exactly one end, last), 6 (every
-tool call has exactly one result; the state round-trips) and 7 (no task left behind).
+Every cancellation point must leave exactly one end event, last; every tool call with exactly
+one result and a state that round-trips; and no task left behind.
 """
 
 from __future__ import annotations

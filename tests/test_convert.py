@@ -1,4 +1,4 @@
-"""Chunk → event conversion (trioagent/agent/_convert.py): reference/agent.md §2.1."""
+"""Chunk → event conversion (trioagent/agent/_convert.py), following AgentScope's rules."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_tool_calls_start_delta_and_end_when_absent():
 
 
 def test_an_empty_fragment_starts_the_call_without_an_empty_delta():
-    # The reference emits the (empty) fragment as a delta; an empty delta carries nothing, so
+    # AgentScope emits the (empty) fragment as a delta; an empty delta carries nothing, so
     # trioagent skips it.
     conv = ChunkConverter("r")
     assert types(conv.convert(chunk(call("c1", "")))) == ["TOOL_CALL_START:c1"]

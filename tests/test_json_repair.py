@@ -1,7 +1,7 @@
 """Lenient JSON for model output (trioagent/_json_repair.py).
 
-``json_loads_with_repair`` follows the reference's ``_json_loads_with_repair``
-(reference/model.md §1.6, tools_middleware.md §5.5 step 3): blank → ``{}``, a valid object is
+``json_loads_with_repair`` follows AgentScope's ``_json_loads_with_repair`` (used for
+structured output and for a tool call's arguments): blank → ``{}``, a valid object is
 kept, anything else goes through ``json_repair``; failures raise ``ToolJSONDecodeError`` with
 a ``<system-reminder>`` the model can act on.  ``flatten_json_schema`` inlines local refs.
 """
@@ -44,7 +44,7 @@ DECODE_ERROR = (
 
 
 def reminder(message: str, shown: str, hint: str = "") -> str:
-    """The full error text the module promises (reference tools_middleware.md §5.5)."""
+    """The full error text the module promises (AgentScope's wording)."""
     return (
         f"<system-reminder>{message}\n\n"
         f"Your argument string is decoded by the following code snippet{hint}:\n"

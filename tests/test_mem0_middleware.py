@@ -382,7 +382,7 @@ async def test_event_inputs_and_a_parked_reply_are_not_written() -> None:
     agent, _ = make_agent([tool_call("risky"), text("all done")], toolkit=toolkit, middlewares=[mw])
     parked = await agent.reply(user("do it"))
     assert parked.finished_reason is None  # parked, waiting for the confirmation
-    assert client.adds == []  # the reference writes the "waiting" text; here nothing
+    assert client.adds == []  # AgentScope writes the "waiting" text; here nothing
     [call] = [b for m in agent.state.context for b in m.content if isinstance(b, ToolCallBlock)]
     done = await agent.reply(
         UserConfirmResultEvent(confirm_results=[ConfirmResult(confirmed=True, tool_call=call)])

@@ -1,6 +1,7 @@
 """The middleware chain (trioagent/middleware/_base.py and _chain.py) as the agent wires it:
-DESIGN.md §3, reference/agent.md §7 and §10 behaviours 22-23, and the seed's examples
-(seeds/000, "自定义中间件" / "实用示例") adapted to trioagent's emit-callback hooks."""
+hook order, the kwargs merge rule and swallowing REPLY_END as in AgentScope, and the examples of
+AgentScope's middleware guide ("自定义中间件" / "实用示例") adapted to trioagent's emit-callback
+hooks."""
 
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ async def test_onion_order_for_every_streaming_hook(hook):
             assert inner.startswith(f"mw2.{hook}.item:")
             assert outer == inner.replace("mw2.", "mw1.")
     if hook == "reply":
-        # §10.22: REPLY_END before the Msg, then the post-logic.
+        # REPLY_END before the Msg, then the post-logic.
         labels = [e.split("item:")[1] for e in mine if e.startswith("mw1.reply.item:")]
         assert labels[-2:] == ["REPLY_END", "MSG"]
         assert labels[0] == "REPLY_START"
@@ -195,7 +196,7 @@ async def test_system_prompt_transformers_apply_left_to_right():
     assert agent.system_prompt == "You are a helpful assistant."  # not mutated
 
 
-# -- the kwargs merge rule (§7.2, behaviour 23) -------------------------------------------------
+# -- the kwargs merge rule: outer overrides reach the model -------------------------------------
 
 
 class ReplaceInputs(MiddlewareBase):
@@ -583,11 +584,11 @@ async def test_compress_context_hook_wraps_and_can_skip():
     ]
 
 
-# -- the seed's examples, adapted ---------------------------------------------------------------
+# -- the middleware guide's examples, adapted ---------------------------------------------------
 
 
 class FullObservabilityMiddleware(MiddlewareBase):
-    """Seed "自定义中间件": observes every hook position."""
+    """The guide's "自定义中间件": observes every hook position."""
 
     def __init__(self, log: list[str]) -> None:
         self.log = log
@@ -630,7 +631,7 @@ async def test_full_observability_every_hook_fires_in_lifecycle_order():
     log: list[str] = []
     mw = FullObservabilityMiddleware(log)
     agent, _ = make_agent(tool_round_steps(), toolkit=sequential_toolkit(_echo), middlewares=[mw])
-    # Every hook the seed's example implements (it has no on_check_permission).
+    # Every hook the guide's example implements (it has no on_check_permission).
     assert [h for h in MiddlewareBase.HOOKS if not mw.is_implemented(h)] == ["on_check_permission"]
     await agent.reply(user())
     round_ = [
@@ -676,9 +677,10 @@ async def test_on_system_prompt_runs_once_per_reasoning_step():
 
 
 class ContinueOnceMiddleware(MiddlewareBase):
-    """Seed "控制智能体流程": swallow the first COMPLETED/EXCEED end and force one more round.
+    """The guide's "控制智能体流程": swallow the first COMPLETED/EXCEED end and force one
+    more round.
 
-    Per-reply state lives in ``agent.state.middle_context`` (DESIGN.md §3: stateless instances).
+    Per-reply state lives in ``agent.state.middle_context`` (middleware instances are stateless).
     """
 
     def __init__(self, times: int = 1, release: bool = True) -> None:
@@ -771,7 +773,7 @@ async def test_swallowing_twice_without_progress_is_a_runtime_error():
 
 
 class TimingMiddleware(MiddlewareBase):
-    """Seed "计时中间件", with the trio clock (and middle_context for the results)."""
+    """The guide's "计时中间件", with the trio clock (and middle_context for the results)."""
 
     async def on_model_call(self, agent, input_kwargs, next_handler, emit):
         model_name = input_kwargs["current_model"].model
@@ -791,7 +793,7 @@ async def test_timing_middleware(autojump_clock):
 
 
 class RateLimitMiddleware(MiddlewareBase):
-    """Seed "限速中间件": a minimum interval between two model calls (trio.sleep)."""
+    """The guide's "限速中间件": a minimum interval between two model calls (trio.sleep)."""
 
     def __init__(self, min_interval: float = 1.0) -> None:
         self._last_call = -float("inf")
@@ -828,7 +830,7 @@ async def test_rate_limit_spaces_model_calls(autojump_clock):
 
 
 class DynamicContextMiddleware(MiddlewareBase):
-    """Seed "动态系统提示中间件"."""
+    """The guide's "动态系统提示中间件"."""
 
     def __init__(self, context_fn) -> None:
         self._context_fn = context_fn
@@ -853,7 +855,7 @@ async def test_dynamic_context_reaches_the_model():
 
 
 class ModelFallbackMiddleware(MiddlewareBase):
-    """Seed "模型回退中间件"."""
+    """The guide's "模型回退中间件"."""
 
     def __init__(self, fallback_model) -> None:
         self._fallback = fallback_model
@@ -995,8 +997,8 @@ async def test_retries_and_the_fallback_rerun_the_model_call_chain():
 
 
 async def test_permission_updated_input_is_what_the_tool_runs_with():
-    # Reference quirk (§12): AgentScope ignores PermissionDecision.updated_input.  DESIGN.md §6
-    # (and a user) expect an ALLOW with updated_input to run the tool with that input.
+    # AgentScope ignores PermissionDecision.updated_input; trioagent (and a user) expect an
+    # ALLOW with updated_input to run the tool with that input.
     received: list[str] = []
 
     def tool(x: str) -> str:

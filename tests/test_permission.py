@@ -1,4 +1,4 @@
-"""PermissionEngine modes and rules (tools_middleware.md §6.2, §6.4) and PermissionContext."""
+"""PermissionEngine modes and rules (AgentScope's acceptance scenarios) and PermissionContext."""
 
 from __future__ import annotations
 

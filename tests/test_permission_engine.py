@@ -1,9 +1,15 @@
 """PermissionEngine edge cases: every mode crossed with every rule and tool behaviour.
 
-Complements ``test_permission.py``.  Every expected string is the reference's
-(``tools_middleware.md`` §6.1 "Data", §6.2 "PermissionEngine(context)", §6.4 "Permission acceptance
-scenarios", §2.1 "ToolBase attributes" for the tool-side defaults; ``agent.md`` §1.5 for the
-DEFAULT-mode order).
+Complements ``test_permission.py``.  Every expected string, the tool-side defaults and the
+order of the steps are AgentScope 2.0.11's.  The steps, shared by the modes:
+
+* D: deny rules → DENY;
+* A: ask rules → ASK with suggestions;
+* R: the read-only fast path (``tool.check_read_only(input)``) → ALLOW;
+* T: the tool's own ``check_permissions(input, context)``;
+* L: allow rules → ALLOW with ``updated_input=input``;
+
+then each mode's fallback.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ BYPASS = PermissionMode.BYPASS
 DONT_ASK = PermissionMode.DONT_ASK
 ALL_MODES = list(PermissionMode)
 
-# -- exact reference strings (tools_middleware.md §6.2) ---------------------------------------------
+# -- AgentScope's exact strings ------------------------------------------------------------------
 DENIED_BY_RULE = "Permission to use probe has been denied"
 REQUIRED = "Permission required for probe"
 GRANTED = "Permission granted for probe"
@@ -60,7 +66,7 @@ def converted_reason(original: str | None) -> str:
     return f"DONT_ASK mode converted ASK to DENY. Original reason: {original}"
 
 
-# The default suggestion of ToolBase.generate_suggestions (tools_middleware.md §2.1).
+# The default suggestion of ToolBase.generate_suggestions: one tool-level allow rule.
 DEFAULT_SUGGESTION = [
     PermissionRule(tool_name="probe", rule_content=None, behavior=ALLOW, source="suggested")
 ]
@@ -84,7 +90,7 @@ class Probe(ToolBase):
     """A tool recording every permission hook the engine calls.
 
     ``match_rule`` is a path-prefix match on ``tool_input["path"]``, the stand-in for a
-    tool-specific rule syntax (the engine itself only delegates, §6.2 "Rule matching").
+    tool-specific rule syntax (the engine itself only delegates rule matching to the tool).
     """
 
     name = "probe"
@@ -164,7 +170,7 @@ READ = {"op": "read", "path": "/work/src/a.py"}
 
 
 # -- mode x rule behaviour x read-only ----------------------------------------------------------------
-# tools_middleware.md §6.2, table "mode | order and fallback": D and A come before R in every mode,
+# The order and fallback of every mode: D and A come before R in every mode,
 # R before L; explore never consults L; dont_ask converts A to DENY.  The tool defers
 # (PASSTHROUGH) throughout this table.
 
@@ -205,7 +211,7 @@ async def test_mode_by_rule_by_read_only(mode, kind, read_only):
     decision = await make_engine(mode, *rules).check_permission(tool, tool_input)
     assert summary(decision) == expected_for_rule(mode, kind, read_only)
     assert decision.bypass_immune is False
-    # The tool's own check runs only when D, A and R all passed and the mode consults it (§6.2).
+    # The tool's own check runs only when D, A and R all passed and the mode consults it.
     consulted = kind in ("allow", "none") and not read_only and mode != EXPLORE
     assert tool.hooks().count("check_permissions") == int(consulted)
     # Suggestions are generated exactly for the decisions that carry them.
@@ -213,7 +219,7 @@ async def test_mode_by_rule_by_read_only(mode, kind, read_only):
 
 
 # -- mode x the tool's own check_permissions x allow rule ---------------------------------------------
-# tools_middleware.md §6.2: T returns ALLOW/DENY as is; a safety ASK (bypass_immune) is returned with
+# T returns ALLOW/DENY as is; a safety ASK (bypass_immune) is returned with
 # suggestions in default/accept_edits, falls through in bypass, is converted to DENY in dont_ask; a
 # plain ASK or PASSTHROUGH continues to L and the fallback.  Explore never consults T.  "own" = the
 # tool's decision is returned (with suggestions attached for a safety ASK).
@@ -258,7 +264,7 @@ async def test_mode_by_tool_decision_by_allow_rule(mode, own, allow_rule):
 
 @pytest.mark.parametrize("mode", [BYPASS, DONT_ASK])
 async def test_dont_ask_and_bypass_never_return_ask_without_an_ask_rule(mode):
-    # dont_ask "Never returns ASK" (§6.2 table); bypass lets every tool ASK fall through.
+    # dont_ask never returns ASK; bypass lets every tool ASK fall through.
     for own in OWN.values():
         for rules in ([], [rule(ALLOW)], [rule(ALLOW, "/nope")], [rule(ASK, "/nope")]):
             for tool_input in (WRITE, READ):
@@ -268,7 +274,7 @@ async def test_dont_ask_and_bypass_never_return_ask_without_an_ask_rule(mode):
 
 
 async def test_tool_decisions_returned_as_is_are_the_same_object():
-    # §6.2 "T ...: ALLOW/DENY returned as-is" — the very object, updated_input included.
+    # T's ALLOW/DENY is returned as is — the very object, updated_input included.
     own = PermissionDecision(ALLOW, "fine", updated_input={"path": "/safe"})
 
     class SharedDecision(Probe):
@@ -282,7 +288,7 @@ async def test_tool_decisions_returned_as_is_are_the_same_object():
 
 
 async def test_passthrough_flagged_bypass_immune_is_not_a_safety_ask():
-    # A safety ASK is "ASK with bypass_immune" (§6.3 step 3); a PASSTHROUGH never is.
+    # A safety ASK is an ASK with bypass_immune; a PASSTHROUGH never is.
     odd = PermissionDecision(PASSTHROUGH, "meh", bypass_immune=True)
     decision = await make_engine(DEFAULT, rule(ALLOW)).check_permission(Probe(own=odd), WRITE)
     assert summary(decision) == (ALLOW, GRANTED, None, WRITE, None)
@@ -291,8 +297,8 @@ async def test_passthrough_flagged_bypass_immune_is_not_a_safety_ask():
 
 
 # -- order of the shared steps -----------------------------------------------------------------------
-# tools_middleware.md §6.2 (D → A → R → T → L) and §6.4 "deny+allow → DENY; ask+allow → ASK;
-# deny+ask+allow → DENY", checked in every mode and in every insertion order.
+# D → A → R → T → L, so deny+allow → DENY, ask+allow → ASK and deny+ask+allow → DENY,
+# checked in every mode and in every insertion order.
 
 
 @pytest.mark.parametrize("mode", ALL_MODES)
@@ -341,8 +347,8 @@ async def test_read_only_comes_before_the_tool_check(mode):
 
 
 async def test_check_read_only_is_input_dependent():
-    # §2.1 "check_read_only(tool_input) — default returns is_read_only; input-dependent tools
-    # override"; the engine awaits it with the call's input (§6.2 R).
+    # check_read_only(tool_input) returns is_read_only by default and input-dependent tools
+    # override it; the engine awaits it with the call's input (step R).
     tool = Probe()  # read-only iff op == "read"
     permission_engine = make_engine(EXPLORE)
     assert (await permission_engine.check_permission(tool, READ)).message == READ_ONLY_MSG
@@ -361,7 +367,7 @@ async def test_default_read_only_flag_comes_from_the_class_attribute():
 
 
 async def test_the_tool_check_receives_the_input_and_the_engines_context():
-    # §6.2 T: `await tool.check_permissions(input, context)`.
+    # Step T: `await tool.check_permissions(input, context)`.
     tool = Probe()
     permission_engine = make_engine(ACCEPT_EDITS)
     permission_engine.context.working_directories["/work"] = AdditionalWorkingDirectory(
@@ -374,8 +380,8 @@ async def test_the_tool_check_receives_the_input_and_the_engines_context():
 
 
 async def test_accept_edits_lets_the_tool_auto_allow_edits_in_working_directories():
-    # §6.2 table: "edits are auto-allowed only because tools' own check_permissions consult the
-    # mode + working dirs" — the engine itself does nothing special for accept_edits.
+    # Edits are auto-allowed only because tools' own check_permissions consult the mode and
+    # the working directories — the engine itself does nothing special for accept_edits.
     class Editor(Probe):
         async def check_permissions(self, tool_input, context):  # type: ignore[no-untyped-def]
             inside = self._path_in_allowed_working_path(tool_input["path"], context)
@@ -416,8 +422,8 @@ async def test_the_mode_is_read_at_every_check():
 
 
 # -- rule matching --------------------------------------------------------------------------------------
-# tools_middleware.md §6.2 "Rule matching: empty or None rule_content matches every invocation;
-# otherwise tool.match_rule(content, input) ... First matching rule in list order wins."
+# An empty or None rule_content matches every invocation; otherwise tool.match_rule(content,
+# input) decides. The first matching rule in list order wins.
 
 
 async def test_empty_and_none_content_match_without_asking_the_tool():
@@ -428,7 +434,8 @@ async def test_empty_and_none_content_match_without_asking_the_tool():
         )
         assert (decision.behavior, decision.decision_reason) == (DENY, f"Rule: {content}")
         assert "match_rule" not in tool.hooks()
-    # The reason spells the content: None → "Rule: None", "" → "Rule: " (f-string of §6.2 D/A).
+    # The reason spells the content: None → "Rule: None", "" → "Rule: " (an f-string in steps
+    # D and A).
     decision = await make_engine(DEFAULT, rule(ASK, "")).check_permission(Probe(), WRITE)
     assert decision.decision_reason == "Rule: "
 
@@ -462,7 +469,7 @@ async def test_non_matching_rules_fall_through_to_the_next_step():
 
 
 async def test_rules_apply_only_to_the_tool_they_are_filed_under():
-    # The rule dicts are keyed by tool name (§6.1); rules of other tools never match.
+    # The rule dicts are keyed by tool name; rules of other tools never match.
     rules = [rule(DENY, tool="other"), rule(ASK, tool="Probe"), rule(ALLOW, tool="probe ")]
     decision = await make_engine(DEFAULT, *rules).check_permission(Probe(), WRITE)
     assert summary(decision) == (ASK, REQUIRED, "Mode: default", None, DEFAULT_SUGGESTION)
@@ -475,7 +482,7 @@ async def test_rules_apply_only_to_the_tool_they_are_filed_under():
 
 
 async def test_default_match_rule_only_matches_tool_level_rules():
-    # §2.1 "match_rule(rule_content, tool_input) — default: True iff rule_content is None", so a
+    # By default match_rule(rule_content, tool_input) is True iff rule_content is None, so a
     # content rule never matches a tool that does not define a rule syntax.
     class Plain(ToolBase):
         name = "probe"
@@ -491,7 +498,7 @@ async def test_default_match_rule_only_matches_tool_level_rules():
 
 
 async def test_sync_hooks_are_accepted():
-    # §6.2 "sync or async implementations accepted" (match_rule); the port accepts every hook sync.
+    # AgentScope accepts a sync or async match_rule; the port accepts every hook sync.
     class SyncTool(ToolBase):
         name = "probe"
 
@@ -516,9 +523,9 @@ async def test_sync_hooks_are_accepted():
 
 
 # -- suggestions -----------------------------------------------------------------------------------------
-# tools_middleware.md §6.2 "Suggestions = await tool.generate_suggestions(input)", attached to A, to the
-# default/accept_edits fallback ASK, to a returned safety ASK, and preserved by the dont_ask
-# conversion; §2.1 for the default suggestion.
+# Suggestions = await tool.generate_suggestions(input), attached to A, to the default/accept_edits
+# fallback ASK, to a returned safety ASK, and preserved by the dont_ask conversion; by default
+# one tool-level allow rule.
 
 
 async def test_default_suggestion_is_one_tool_level_allow_rule():
@@ -531,7 +538,7 @@ async def test_default_suggestion_is_one_tool_level_allow_rule():
     )
     decision = await make_engine(DEFAULT).check_permission(Plain(), {"pattern": "x"})
     assert decision.suggested_rules == [suggestion]
-    # Accepting the suggestion silences the next prompt (the HITL flow of agent.md §5.1).
+    # Accepting the suggestion silences the next prompt (the human-in-the-loop confirmation flow).
     permission_engine = make_engine(DEFAULT)
     for suggested in decision.suggested_rules:
         permission_engine.add_rule(suggested)
@@ -591,7 +598,7 @@ async def test_no_suggestions_without_an_ask(mode, rules, own, read_only):
 
 
 async def test_dont_ask_deny_rule_is_reported_as_a_rule_denial():
-    # dont_ask step D is the same D as every other mode (§6.2).
+    # dont_ask step D is the same D as every other mode.
     tool = Probe()
     decision = await make_engine(DONT_ASK, rule(DENY, "/work")).check_permission(tool, WRITE)
     assert summary(decision) == (DENY, DENIED_BY_RULE, "Rule: /work", None, None)
@@ -608,9 +615,9 @@ async def test_each_ask_gets_a_fresh_suggestion_list():
 
 
 # -- updated_input ---------------------------------------------------------------------------------------
-# tools_middleware.md §6.1 "updated_input=None (set by allow-rule decisions ...)", §6.2 L "ALLOW
-# 'Permission granted for <t>', updated_input=input"; DESIGN.md §6: when set it is the input the tool
-# runs with, so only the allow-rule ALLOW may carry it — and it must be the caller's input unchanged.
+# updated_input defaults to None and is set only by allow-rule decisions (step L: ALLOW
+# 'Permission granted for <t>', updated_input=input). When set it is the input the tool runs
+# with, so only the allow-rule ALLOW may carry it — and it must be the caller's input unchanged.
 
 
 @pytest.mark.parametrize("mode", [DEFAULT, ACCEPT_EDITS, BYPASS, DONT_ASK])
@@ -642,9 +649,8 @@ async def test_the_engine_never_mutates_the_callers_input(mode):
 
 
 # -- add_rule and the live context -------------------------------------------------------------------
-# tools_middleware.md §6.2 "add_rule(rule) appends to the per-tool list matching rule.behavior
-# (allow/deny/ask; passthrough ignored)"; agent.md §5.1: added rules persist in
-# state.permission_context.
+# add_rule(rule) appends to the per-tool list matching rule.behavior (allow/deny/ask;
+# passthrough ignored); rules added on confirmation persist in state.permission_context.
 
 
 async def test_rules_added_later_or_directly_to_the_context_take_effect():
@@ -681,8 +687,8 @@ def test_add_rule_files_rules_by_tool_and_behaviour_in_order():
 
 
 # -- malformed rules, decisions and contexts ---------------------------------------------------------------
-# The data shapes of tools_middleware.md §6.1; a bad value must fail at construction/loading with a
-# typed error, never later inside a check.
+# The data shapes of rules, decisions and contexts; a bad value must fail at construction or
+# loading with a typed error, never later inside a check.
 
 
 def test_malformed_rules_are_rejected_with_typed_errors():
@@ -737,8 +743,7 @@ def test_malformed_contexts_fail_to_load_with_the_bad_path(payload, path):
 
 
 # -- serialization round trip ---------------------------------------------------------------------------
-# tools_middleware.md §6.1: PermissionContext "Lives in AgentState.permission_context (persisted with
-# the state)".
+# PermissionContext lives in AgentState.permission_context and is persisted with the state.
 
 
 def full_context(mode: PermissionMode) -> PermissionContext:
@@ -809,7 +814,7 @@ def test_permission_context_round_trips_inside_the_agent_state():
 
 
 async def test_a_tool_suggesting_none_gets_an_ask_without_suggestions() -> None:
-    """§6.2: the suggestions are attached as the tool returns them; ``None`` is no crash."""
+    """The suggestions are attached as the tool returns them; ``None`` is no crash."""
 
     class NoSuggestions(ToolBase):
         name = "t"

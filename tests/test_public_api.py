@@ -1,4 +1,4 @@
-"""DESIGN §2: the public import paths of the data model exist (tests outside the repo use them)."""
+"""The public import paths of the data model exist (tests outside the repo use them)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ from trioagent.message import (
 )
 from trioagent.types import ErrorInfo, ErrorType, FinishedReason, ReplyFinishedReason
 
-#: The names DESIGN.md §2 lists, in its order.
+#: The public names, module by module, in the documented order.
 CONTRACT: dict[str, list[str]] = {
     "trioagent.message": [
         "Msg",

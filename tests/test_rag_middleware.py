@@ -63,7 +63,7 @@ KEY = "RAGMiddleware"
 
 
 class StubEmbedding(EmbeddingModelBase):
-    """Fixed vectors: ``table[text]`` or [1, 0, 0] (the reference stub); records every call's
+    """Fixed vectors: ``table[text]`` or [1, 0, 0] (AgentScope's test stub); records every call's
     inputs as given (TextBlocks not yet unwrapped).  ``block`` makes calls wait forever."""
 
     def __init__(
@@ -114,7 +114,7 @@ class StubEmbedding(EmbeddingModelBase):
 async def paris_kb(
     model: EmbeddingModelBase | None = None, *, extra: bool = False, name: str = "paris-kb"
 ) -> KnowledgeBase:
-    """The reference fixture: "Paris is in France." [1,0,0] doc-1, "Cats are mammals."
+    """AgentScope's test fixture: "Paris is in France." [1,0,0] doc-1, "Cats are mammals."
     [0,1,0] doc-2 (and with ``extra`` "Lyon is in France." [0.8,0.6,0] doc-3)."""
     store = InMemoryVectorStore()
     kb = KnowledgeBase(name, "Facts about Paris.", model or StubEmbedding(), store)
@@ -146,7 +146,7 @@ def embedding_of(kb: KnowledgeBase) -> StubEmbedding:
 
 
 class FakeState:
-    """The reference test's fake: ``append_context`` always appends a new carrier message
+    """AgentScope's test fake: ``append_context`` always appends a new carrier message
     with id ``reply-1``."""
 
     def __init__(self) -> None:
@@ -208,7 +208,7 @@ async def no_emit(chunk: Any) -> None:
     return None
 
 
-# -- reference scenarios: static mode --------------------------------------------------------
+# -- AgentScope's scenarios: static mode ----------------------------------------------------
 
 
 async def test_static_top_k_1_without_event_injects_for_one_step() -> None:
@@ -289,7 +289,7 @@ async def test_a_list_of_messages_labels_each_one() -> None:
     assert [b.text for b in call] == ["alice: Hi", "bob: a", "b"]
 
 
-# -- reference scenarios: agentic mode --------------------------------------------------------
+# -- AgentScope's scenarios: agentic mode ----------------------------------------------------
 
 
 async def test_list_tools_by_mode() -> None:

@@ -56,7 +56,7 @@ SOURCE_TAGS: dict[type, str] = {Base64Source: "base64", URLSource: "url"}
 
 
 def check_nested_tags(block: Any, data: dict[str, Any]) -> None:
-    """Every union member inside a block's JSON carries its reference tag."""
+    """Every union member inside a block's JSON carries its AgentScope tag."""
     assert data["type"] == BLOCK_TAGS[type(block)]
     if isinstance(block, DataBlock):
         assert data["source"]["type"] == SOURCE_TAGS[type(block.source)]

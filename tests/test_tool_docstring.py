@@ -44,7 +44,7 @@ def check_schema(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
 
 
 def pydantic_schema(func: Any) -> dict[str, Any]:
-    """The reference's extractor (tools_middleware.md §3.2): a pydantic model built from the
+    """AgentScope's extractor: a pydantic model built from the
     signature, docstring descriptions attached, titles removed."""
     doc = parse_docstring(inspect.getdoc(func))
     hints = typing.get_type_hints(func, include_extras=True)
@@ -777,7 +777,7 @@ def test_keyword_only_parameters_are_part_of_the_schema():
     assert schema["properties"]["c"] == {"type": "boolean", "default": True}
 
 
-# -- schema edge cases, compared with the reference's pydantic shapes --------------------------
+# -- schema edge cases, compared with AgentScope's pydantic shapes -----------------------------
 
 
 class IntChoice(enum.Enum):

@@ -1,7 +1,7 @@
 """Tool middlewares: per-tool (``ToolMiddlewareBase``) and toolkit-wide (``register_middleware``).
 
-Covers tools_middleware.md §2.2 (adapted to emit callbacks) and every middleware example of the
-seeds (logging, transform, authorization, onion order, cache, timing).
+Covers AgentScope's ToolMiddlewareBase scenarios (adapted to emit callbacks) and its toolkit
+middleware examples (logging, transform, authorization, onion order, cache, timing).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Recording(ToolMiddlewareBase):
         return response
 
 
-# -- §2.2 ---------------------------------------------------------------------------------------
+# -- ToolMiddlewareBase: order, rewrites, short-circuits, errors ---------------------------------
 
 
 async def test_no_middleware_single_chunk():
@@ -260,7 +260,7 @@ async def test_toolkit_middleware_can_redirect_and_rewrite_input():
     assert (first.calls, second.calls) == ([], [{"rewritten": True}])
 
 
-# -- seed 003: the toolkit middleware tutorial --------------------------------------------------
+# -- AgentScope's toolkit middleware tutorial ---------------------------------------------------
 
 
 async def search_tool(query: str) -> ToolResponse:
@@ -373,7 +373,7 @@ async def test_seed_authorization_middleware():
 
 
 def _chunk_rewriting(label: str, log: list[str]) -> Any:
-    """Seed 003's M1/M2, rewriting chunks on their way out."""
+    """The tutorial's M1/M2, rewriting chunks on their way out."""
 
     async def middleware(kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
         log.append(f"[{label}] 预处理")
@@ -390,7 +390,7 @@ def _chunk_rewriting(label: str, log: list[str]) -> Any:
 
 
 def _response_rewriting(label: str, log: list[str]) -> Any:
-    """Seed 003's M1/M2, rewriting the inner response and returning it."""
+    """The tutorial's M1/M2, rewriting the inner response and returning it."""
 
     async def middleware(kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
         log.append(f"[{label}] 预处理")
@@ -422,7 +422,7 @@ async def test_seed_two_middlewares_in_onion_order(style):
     assert emit.texts() == ["'测试 [M1] [M2]' 的搜索结果 [M2] [M1]"]
 
 
-# -- seed 002: cache and timing -----------------------------------------------------------------
+# -- cache and timing middlewares ---------------------------------------------------------------
 
 
 async def test_seed_cache_middleware():

@@ -1,4 +1,4 @@
-"""ToolChunk / ToolResponse: the merge algorithm (tools_middleware.md §1.3) and conversions."""
+"""ToolChunk / ToolResponse: AgentScope's merge algorithm and the conversions."""
 
 from __future__ import annotations
 

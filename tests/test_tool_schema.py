@@ -1,4 +1,5 @@
-"""Signature → JSON schema and docstring parsing (tools_middleware.md §3.2, §5.7).
+"""Signature → JSON schema and docstring parsing, as AgentScope's FunctionTool does it
+(including the lazy-annotation cases of its toolkit tests).
 
 This module uses PEP 563 string annotations on purpose: every schema here is extracted from
 annotations that must be resolved first.
@@ -55,7 +56,7 @@ class Sub(pydantic.BaseModel):
     b: list[str] = []
 
 
-# -- functions whose schemas must equal pydantic's (the reference's extractor) -------------------
+# -- functions whose schemas must equal pydantic's (AgentScope's extractor) ----------------------
 
 
 def scalars(a: int, b: float, c: str, d: bool, e: bytes) -> None:
@@ -119,7 +120,7 @@ REFERENCE_CASES = [scalars, defaults, literals, enums, containers, optionals, an
 
 
 def _reference_schema(func: Any) -> dict[str, Any]:
-    """The reference's extractor: a pydantic model built from the signature, titles removed."""
+    """AgentScope's extractor: a pydantic model built from the signature, titles removed."""
     doc = parse_docstring(inspect.getdoc(func))
     hints = typing.get_type_hints(func, include_extras=True)
     fields: dict[str, Any] = {}
@@ -628,7 +629,7 @@ def test_explicit_dict_schema_is_used_and_checked():
         )
 
 
-# -- title removal (reference unit cases) -------------------------------------------------------
+# -- title removal (AgentScope's unit cases) ----------------------------------------------
 
 
 def test_remove_title_field_cases():

@@ -73,7 +73,7 @@ class Tool1(ToolBase):
 
 
 class Tool2(ToolBase):
-    """Streams text ids a, b, b then data ids 1, 2, 1 (the reference's merge scenario)."""
+    """Streams text ids a, b, b then data ids 1, 2, 1 (AgentScope's merge scenario)."""
 
     name = "tool_2"
     description = "Test tool 2."
@@ -627,7 +627,7 @@ async def test_middleware_calling_next_twice_runs_the_tool_twice_and_streams_bot
 
 
 async def test_middleware_that_neither_calls_next_nor_returns_gives_an_empty_success():
-    """Matches the reference: a short-circuit that yields nothing is an empty result."""
+    """As in AgentScope, a short-circuit that yields nothing is an empty result."""
     kit, runs = counting_toolkit()
 
     @kit.register_middleware
@@ -697,8 +697,8 @@ async def test_inner_middleware_raising_propagates_through_the_outer_one():
 
 async def test_rewritten_input_is_not_validated_again_but_the_function_tool_checks_types():
     """The toolkit validates the model's arguments only; a middleware's rewrite reaches the tool
-    as is (reference §5.5: the toolkit does no schema validation), and FunctionTool's own
-    conversion turns a wrongly typed rewrite into a model-readable error."""
+    as is (as in AgentScope, the toolkit does no schema validation of its own), and
+    FunctionTool's own conversion turns a wrongly typed rewrite into a model-readable error."""
     kit, runs = counting_toolkit()
 
     @kit.register_middleware

@@ -713,7 +713,7 @@ async def test_streaming_tool_chunks_pass_through_unchanged(otel: Otel) -> None:
 async def test_pull_layer_leaving_early_ends_spans_without_detach_errors(
     otel: Otel, caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """The trio analog of the reference's "generator closed from another task": an outer layer
+    """The trio analog of AgentScope's "generator closed from another task": an outer layer
     pulls the inner layers (tracing included) from a child task and leaves after two items."""
 
     class TakeTwo(MiddlewareBase):

@@ -122,7 +122,7 @@ def test_default_id_and_timestamp() -> None:
     assert re.fullmatch(r"[0-9a-f]{32}", generate_id())
     assert generate_id() != generate_id()
     stamp = datetime.fromisoformat(generate_timestamp())
-    assert stamp.tzinfo is None  # local, naive, as in the reference
+    assert stamp.tzinfo is None  # local, naive, as in AgentScope
     assert abs((datetime.now() - stamp).total_seconds()) < 60
 
 
