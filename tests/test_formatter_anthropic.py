@@ -1,7 +1,7 @@
 """Anthropic formatters (trioagent/formatter/_anthropic.py).
 
-The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``, a copy of
-shared/reference/golden_formatters.jsonl); the formatted messages must be byte-for-byte equal
+The golden cases are AgentScope's outputs (``tests/golden_formatters.jsonl``); the formatted
+messages must be byte-for-byte equal
 once serialised with ``json.dumps``.
 """
 

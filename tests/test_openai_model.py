@@ -87,7 +87,7 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dic
     }
 
 
-# reference/model.md §8.1: text + trailing usage-only chunk
+# A recorded stream: text + trailing usage-only chunk
 O1 = [
     chunk({"role": "assistant", "content": ""}, usage=None),
     chunk({"content": "Hello"}, usage=None),
@@ -108,7 +108,7 @@ O1 = [
     },
 ]
 
-# reference/model.md §8.2: two parallel tool calls, argument fragments keyed by index
+# A recorded stream: two parallel tool calls, argument fragments keyed by index
 O2 = [
     chunk(
         {
