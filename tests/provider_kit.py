@@ -19,7 +19,7 @@ import httpx
 import trio
 
 from trioagent.agent import Agent, InjectionConfig
-from trioagent.message import Msg, SystemMsg, UserMsg
+from trioagent.message import Msg, SystemMsg, TextBlock, UserMsg
 from trioagent.model import ChatModelBase, ChatResponse
 from trioagent.permission import PermissionDecision
 from trioagent.testing import (
@@ -155,3 +155,37 @@ def lookup_agent(model: ChatModelBase, seen: list[str] | None = None) -> Agent:
         return f"sunny in {city}"
 
     return agent_with_tool(model, lookup)
+
+
+# -- OpenAI stream chunks and what a call returned -------------------------------------------
+NO_NET_DEADLINE: dict[str, Any] = {"read_timeout": None, "connect_timeout": None}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-edge",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+ROLE = chunk({"role": "assistant", "content": ""})
+USAGE = {
+    "id": "chatcmpl-edge",
+    "choices": [],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+}
+
+
+def response_texts(items: Sequence[ChatResponse]) -> list[str]:
+    return [b.text for c in items for b in c.content if isinstance(b, TextBlock)]
+
+
+def text_of(response: ChatResponse) -> str:
+    return "".join(response_texts([response]))
+
+
+def busy(model: ChatModelBase) -> list[Any]:
+    """Pooled connections that are neither idle (reusable) nor closed."""
+    return [c for c in open_connections(model.http_client) if not (c.is_idle() or c.is_closed())]

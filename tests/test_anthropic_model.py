@@ -1,7 +1,7 @@
 """AnthropicChatModel (trioagent/model/_anthropic.py) over the real loopback server.
 
 The loopback server answers ``POST /v1/messages`` through a custom route that replays the
-Messages-API SSE transcripts of reference/model.md §8.6–8.7 (and JSON bodies) over real
+Messages-API SSE transcripts recorded from the API (and JSON bodies) over real
 sockets and real HTTP/1.1; httpx is never patched.  Tests that sleep through backoff use
 ``autojump_clock``.
 """
@@ -135,7 +135,7 @@ def message_delta(stop_reason: str, output_tokens: int) -> Event:
 MESSAGE_STOP: Event = ("message_stop", {"type": "message_stop"})
 PING: Event = ("ping", {"type": "ping"})
 
-# reference/model.md §8.6: thinking(signature) + text + tool_use + argument-less tool_use
+# A recorded stream: thinking(signature) + text + tool_use + argument-less tool_use
 A1: list[Event] = [
     message_start(
         "msg_01",
@@ -166,7 +166,7 @@ A1: list[Event] = [
     MESSAGE_STOP,
 ]
 
-# reference/model.md §8.7: redacted thinking + text
+# A recorded stream: redacted thinking + text
 A2: list[Event] = [
     message_start("msg_A1", {"input_tokens": 12, "output_tokens": 1}),
     block_start(0, {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"}),
@@ -179,7 +179,7 @@ A2: list[Event] = [
     MESSAGE_STOP,
 ]
 
-# reference/model.md §8.7 A3: an error event after message_start
+# A recorded stream: an error event after message_start
 OVERLOADED: Event = (
     "error",
     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},

@@ -1,6 +1,6 @@
 """DashScopeChatModel (trioagent/model/_dashscope.py) over the loopback server.
 
-The §8.4/§8.5 transcripts of reference/model.md are replayed byte for byte through a raw route
+Recorded DashScope transcripts are replayed byte for byte through a raw route
 (real sockets, real SSE parsing); request bodies are read back from the server.
 """
 
@@ -44,7 +44,7 @@ TOOLS = [
     }
 ]
 
-# reference/model.md §8.4 — D1 text + usage-only chunk
+# D1: text + usage-only chunk
 D1 = [
     'data: {"choices":[{"delta":{"content":"","role":"assistant"},"index":0,"logprobs":null,"finish_reason":null}],"object":"chat.completion.chunk","usage":null,"created":1735000000,"system_fingerprint":null,"model":"qwen-plus","id":"chatcmpl-9f2"}\n\n',
     'data: {"choices":[{"finish_reason":null,"delta":{"content":"Paris is"},"index":0,"logprobs":null}],"object":"chat.completion.chunk","usage":null,"created":1735000000,"system_fingerprint":null,"model":"qwen-plus","id":"chatcmpl-9f2"}\n\n',
@@ -55,7 +55,7 @@ D1 = [
 ]
 
 _D2 = '"id":"chatcmpl-ds","object":"chat.completion.chunk","created":1,"model":"qwen-plus"'
-# reference/model.md §8.5 — D2 thinking + text + tool call (continuation with "id":"")
+# D2: thinking + text + tool call (continuation with "id":"")
 D2 = [
     f'data: {{{_D2},"choices":[{{"index":0,"delta":{{"role":"assistant","content":null,"reasoning_content":"Let me"}},"finish_reason":null}}],"usage":null}}\n\n',
     f'data: {{{_D2},"choices":[{{"index":0,"delta":{{"content":null,"reasoning_content":" check."}},"finish_reason":null}}],"usage":null}}\n\n',

@@ -1,6 +1,6 @@
 """DeepSeekChatModel (trioagent/model/_deepseek.py) over the loopback server.
 
-The §8.3 transcript of reference/model.md is replayed byte for byte through a raw route (real
+A recorded DeepSeek transcript is replayed byte for byte through a raw route (real
 sockets, real SSE parsing); request bodies are read back from the server.
 """
 
@@ -41,7 +41,7 @@ TOOLS = [
     }
 ]
 
-# reference/model.md §8.3 — reasoning_content, usage on the last choice chunk
+# A recorded stream: reasoning_content, usage on the last choice chunk
 DS1 = [
     'data: {"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Hmm"},"finish_reason":null}]}\n\n',
     'data: {"id":"ds-1","object":"chat.completion.chunk","created":1,"model":"deepseek-chat","choices":[{"index":0,"delta":{"content":"Hi","reasoning_content":null},"finish_reason":null}]}\n\n',

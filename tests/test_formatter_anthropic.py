@@ -1,7 +1,7 @@
 """Anthropic formatters (trioagent/formatter/_anthropic.py).
 
-The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``, a copy of
-shared/reference/golden_formatters.jsonl); the formatted messages must be byte-for-byte equal
+The golden cases are AgentScope's outputs (``tests/golden_formatters.jsonl``); the formatted
+messages must be byte-for-byte equal
 once serialised with ``json.dumps``.
 """
 
@@ -16,6 +16,14 @@ from typing import Any
 
 import pytest
 import trio
+from formatter_kit import (
+    PNG_B64,
+    assert_tool_pairing,
+    dumped,
+    png_image,
+    search_call,
+    search_result,
+)
 from golden_inputs import (
     B64,
     complex_msgs as plain_complex_msgs,
@@ -355,3 +363,119 @@ async def test_multi_agent_media_only_first_group_gets_tags() -> None:
     assert img["type"] == "image"
     assert last == {"type": "text", "text": "</history>"}
     assert len(out) == 2
+
+
+# -- edges beyond the golden cases: thinking ----------------------------------------------------
+
+
+async def test_anthropic_signed_thinking_round_trips_even_when_its_text_is_empty() -> None:
+    msgs = [
+        AssistantMsg(
+            "a",
+            [
+                ThinkingBlock(thinking="", extra={"signature": "SIG-EMPTY"}),
+                ThinkingBlock(thinking="unsigned, from another provider"),
+                ThinkingBlock(thinking="", extra={"redacted_thinking_data": "REDACTED"}),
+                ThinkingBlock(thinking="plan", extra={"signature": "SIG"}),
+                search_call(),
+                search_result(),
+            ],
+        )
+    ]
+    out = await AnthropicChatFormatter().format(msgs)
+    assert out[0]["content"] == [
+        {"type": "thinking", "thinking": "", "signature": "SIG-EMPTY"},
+        {"type": "redacted_thinking", "data": "REDACTED"},
+        {"type": "thinking", "thinking": "plan", "signature": "SIG"},
+        {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": 1}},
+    ]
+    assert_tool_pairing(AnthropicChatFormatter, out)
+
+
+async def test_anthropic_never_sends_whitespace_only_text() -> None:
+    msgs = [
+        UserMsg("u", "list the files"),
+        AssistantMsg(
+            "a",
+            [
+                TextBlock(text="\n\n"),
+                ToolCallBlock(id="c1", name="ls", input="{}"),
+                ToolResultBlock(id="c1", name="ls", output="a.txt"),
+                ToolResultBlock(id="c2", name="ls", output=" \n"),
+                TextBlock(text=" "),
+                HintBlock(hint="\n"),
+                HintBlock(hint=[TextBlock(text="\t")]),
+            ],
+        ),
+        UserMsg("u", "   "),
+    ]
+    out = await AnthropicChatFormatter().format(msgs)
+    for message in out:
+        assert message["content"], message  # never an empty content list
+        for block in message["content"]:
+            if block["type"] == "text":
+                assert block["text"].strip(), message
+            for inner in block.get("content", []):
+                assert inner["text"].strip(), message
+    # The whitespace-only user turn is dropped like an empty message; the rest is intact.
+    assert [m["role"] for m in out] == ["user", "assistant", "user"]
+    assert out[1]["content"] == [{"type": "tool_use", "id": "c1", "name": "ls", "input": {}}]
+    assert out[2]["content"][1]["content"] == [{"type": "text", "text": "(empty tool output)"}]
+
+
+async def test_anthropic_multi_agent_drops_a_whitespace_only_system_prompt() -> None:
+    out = await AnthropicMultiAgentFormatter().format(
+        [SystemMsg("system", "  \n"), UserMsg("u", "hi")]
+    )
+    assert [m["role"] for m in out] == ["user"]
+
+
+async def test_anthropic_moved_assistant_media_keeps_turns_valid() -> None:
+    msgs = [
+        UserMsg("u", "draw a cat"),
+        AssistantMsg(
+            "painter", [TextBlock(text="here"), png_image(), search_call(), search_result()]
+        ),
+        UserMsg("u", "describe it"),
+        AssistantMsg("painter", "a cat"),
+    ]
+    out = await AnthropicChatFormatter().format(msgs)
+    assert_tool_pairing(AnthropicChatFormatter, out)
+    # The API combines consecutive turns of one role; combined, the turns alternate from a
+    # user turn, and a user turn answering tool calls starts with its tool results.
+    combined: list[dict[str, Any]] = []
+    for message in out:
+        if combined and combined[-1]["role"] == message["role"]:
+            combined[-1]["content"] += message["content"]
+        else:
+            combined.append({"role": message["role"], "content": list(message["content"])})
+    assert [m["role"] for m in combined] == ["user", "assistant", "user", "assistant"]
+    kinds = [b["type"] for b in combined[2]["content"]]
+    assert kinds == ["tool_result", "text", "image", "text"]
+
+
+ANTHROPIC_IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+
+@pytest.mark.parametrize("cls", [AnthropicChatFormatter, AnthropicMultiAgentFormatter], ids=str)
+@pytest.mark.parametrize("media_type", ["image/svg+xml", "image/bmp", "image/tiff"])
+async def test_anthropic_sends_only_image_types_the_api_accepts(
+    cls: type[FormatterBase], media_type: str
+) -> None:
+    odd = DataBlock(source=Base64Source(data="PHN2Zz4=", media_type=media_type))
+    msgs = [
+        UserMsg("u", [TextBlock(text="keep this text"), odd, png_image()]),
+        AssistantMsg("a", [search_call(), search_result(output=[TextBlock(text="drawn"), odd])]),
+    ]
+    out = await cls().format(msgs)
+    for message in out:
+        for block in message["content"]:
+            nested = block.get("content", []) if block["type"] == "tool_result" else [block]
+            for inner in nested:
+                if inner["type"] == "image":
+                    assert inner["source"]["media_type"] in ANTHROPIC_IMAGE_TYPES
+    text = dumped(out)
+    assert "PHN2Zz4=" not in text
+    assert PNG_B64 in text  # png is still sent
+    assert "keep this text" in text
+    assert f"[image file returned, type: {media_type}]" in text  # described in the result

@@ -1,7 +1,7 @@
 """DashScope formatters (trioagent/formatter/_dashscope.py).
 
-Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
+Golden cases: AgentScope's outputs (``tests/golden_formatters.jsonl``), compared
+byte-for-byte after ``json.dumps``.  The shared inputs come from ``golden_inputs``.
 """
 
 from __future__ import annotations
@@ -251,3 +251,14 @@ async def test_tool_result_with_promoted_video_has_no_name() -> None:
         "type": "video_url",
         "video_url": {"url": "data:video/mp4;base64,AAAA"},
     }
+
+
+# -- edges beyond the golden cases ---------------------------------------------------------------
+
+
+async def test_dashscope_replays_thinking_only_when_asked() -> None:
+    msgs = [AssistantMsg("a", [ThinkingBlock(thinking="t"), TextBlock(text="x")])]
+    plain = await DashScopeChatFormatter().format(msgs)
+    assert "reasoning_content" not in plain[0]
+    thinking = DashScopeChatFormatter(input_types=["text/plain", "application/x-thinking"])
+    assert (await thinking.format(msgs))[0]["reasoning_content"] == "t"

@@ -1,7 +1,7 @@
 """DeepSeek formatters (trioagent/formatter/_deepseek.py).
 
 Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
+byte-for-byte after ``json.dumps``.  The shared inputs come from ``golden_inputs``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from formatter_kit import png_image
 from golden_inputs import (
     B64,
     complex_msgs,
@@ -26,9 +27,13 @@ from golden_inputs import (
     two_groups,
 )
 
-from trioagent.formatter import DeepSeekChatFormatter, DeepSeekMultiAgentFormatter
+from trioagent.formatter import (
+    DeepSeekChatFormatter,
+    DeepSeekMultiAgentFormatter,
+)
 from trioagent.message import (
     AssistantMsg,
+    HintBlock,
     Msg,
     TextBlock,
     ThinkingBlock,
@@ -232,4 +237,15 @@ async def test_multi_agent_group_without_text_produces_nothing() -> None:
             "content": "# Conversation History\nThe content between <history></history> tags "
             "contains your conversation history\n<history>\ncarol: Hi\n</history>",
         }
+    ]
+
+
+# -- edges beyond the golden cases ---------------------------------------------------------------
+
+
+async def test_deepseek_text_only_hint_notes_the_media_it_cannot_send() -> None:
+    hint = HintBlock(hint=[TextBlock(text="look"), png_image()])
+    out = await DeepSeekChatFormatter().format([AssistantMsg("a", [hint])])
+    assert out == [
+        {"role": "user", "content": "look\n[image/png attached, not supported by this provider]"}
     ]

@@ -1,7 +1,7 @@
 """Moonshot formatters (trioagent/formatter/_moonshot.py).
 
 Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
-byte-for-byte after ``json.dumps``.  The §7 fixtures come from ``golden_inputs``.
+byte-for-byte after ``json.dumps``.  The shared inputs come from ``golden_inputs``.
 """
 
 from __future__ import annotations

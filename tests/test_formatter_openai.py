@@ -1,7 +1,7 @@
 """OpenAI chat formatters (trioagent/formatter/_openai.py, _base.py).
 
-The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``, a copy of
-shared/reference/golden_formatters.jsonl); the formatted messages must be byte-for-byte equal
+The golden cases are AgentScope's outputs (``tests/golden_formatters.jsonl``); the formatted
+messages must be byte-for-byte equal
 once serialised with ``json.dumps``.
 """
 
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from formatter_kit import assert_tool_pairing, dumped, search_call, search_result
 from golden_inputs import (
     B64,
     complex_msgs,
@@ -31,7 +34,13 @@ from golden_inputs import (
     two_groups,
 )
 
-from trioagent.formatter import FormatterBase, OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from trioagent.formatter import (
+    FormatterBase,
+    MoonshotChatFormatter,
+    MoonshotMultiAgentFormatter,
+    OpenAIChatFormatter,
+    OpenAIMultiAgentFormatter,
+)
 from trioagent.message import (
     AssistantMsg,
     Base64Source,
@@ -306,4 +315,121 @@ def test_group_messages() -> None:
         ("agent_message", ["alice", "bob"]),
         ("tool_sequence", ["bob"]),
         ("agent_message", ["carol"]),
+    ]
+
+
+# -- edges beyond the golden cases ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
+@pytest.mark.parametrize("media_type", ["audio/ogg", "audio/flac"])
+async def test_openai_audio_other_than_wav_mp3_is_a_type_error(
+    cls: type[FormatterBase], media_type: str
+) -> None:
+    # wav/mp3/mpeg only, else TypeError.
+    audio = DataBlock(source=Base64Source(data="T2dnUw==", media_type=media_type))
+    with pytest.raises(TypeError, match="unsupported audio format"):
+        await cls().format([UserMsg("u", [TextBlock(text="listen"), audio])])
+
+
+@pytest.mark.parametrize("media_type", ["audio/wav", "audio/mpeg"])
+async def test_openai_wav_and_mpeg_audio_formats(media_type: str) -> None:
+    audio = DataBlock(source=Base64Source(data="UklGRg==", media_type=media_type))
+    out = await OpenAIChatFormatter().format([UserMsg("u", [audio])])
+    part = out[0]["content"][0]
+    assert part == {
+        "type": "input_audio",
+        "input_audio": {"data": "UklGRg==", "format": "wav" if "wav" in media_type else "mp3"},
+    }
+
+
+# -- contexts the providers reject (HTTP 400) ----------------------------------------------------
+
+#: OpenAI's current ``name`` pattern (the older one was ``^[a-zA-Z0-9_-]+$``).
+OPENAI_NAME = r"^[^\s<|\\/>]+$"
+NAMED = [
+    OpenAIChatFormatter,
+    OpenAIMultiAgentFormatter,
+    MoonshotChatFormatter,
+    MoonshotMultiAgentFormatter,
+]
+
+
+@pytest.mark.parametrize("cls", NAMED, ids=lambda c: c.__name__)
+async def test_openai_message_names_match_the_api_pattern(cls: type[FormatterBase]) -> None:
+    msgs = [
+        UserMsg("John Doe", "hi"),
+        AssistantMsg(
+            "Research Assistant",
+            [
+                ToolCallBlock(id="c1", name="search", input="{}"),
+                ToolResultBlock(id="c1", name="search", output="ok"),
+            ],
+        ),
+        AssistantMsg("小明", [search_call("c2"), search_result("c2")]),
+        AssistantMsg("Dr. O'Brien: MD", [search_call("c3"), search_result("c3")]),
+    ]
+    out = await cls().format(msgs)
+    for message in out:
+        if "name" in message:
+            assert re.match(OPENAI_NAME, message["name"]), message
+            assert re.fullmatch(r"[A-Za-z0-9_-]+", message["name"]), message
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [
+        ("John Doe", "John_Doe"),
+        ("Dr. O'Brien: MD", "Dr_O_Brien_MD"),
+        ("小明 bot", "bot"),
+        ("agent_1-b", "agent_1-b"),  # already valid: byte-identical
+        ("_private_", "_private_"),
+        ("小明", None),  # nothing left: no name
+        ("", None),
+    ],
+)
+async def test_openai_names_are_sanitised_and_valid_names_kept(
+    cls: type[FormatterBase], name: str, sent: str | None
+) -> None:
+    (message,) = await cls().format([UserMsg(name, "hi")])
+    assert message.get("name") == sent
+    assert list(message)[:2] == (["role", "name"] if sent else ["role", "content"])
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
+@pytest.mark.parametrize("media_type", ["audio/ogg", "audio/flac"])
+async def test_tool_returned_ogg_audio_does_not_break_every_later_request(
+    cls: type[FormatterBase], media_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    audio = DataBlock(source=Base64Source(data="T2dnUw==", media_type=media_type))
+    msgs = [
+        AssistantMsg(
+            "a",
+            [
+                ToolCallBlock(id="c1", name="record", input="{}"),
+                ToolResultBlock(id="c1", name="record", output=[TextBlock(text="recorded"), audio]),
+            ],
+        ),
+        UserMsg("u", "thanks"),
+    ]
+    out = await cls().format(msgs)
+    assert_tool_pairing(cls, out)
+    text = dumped(out)
+    assert "recorded" in text
+    # Described like other media the provider cannot take: saved, and its path given.
+    (saved,) = tmp_path.iterdir()
+    assert saved.read_bytes() == base64.b64decode("T2dnUw==")
+    assert str(saved) in text
+    assert "input_audio" not in text
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
+async def test_tool_returned_wav_audio_is_still_presented(cls: type[FormatterBase]) -> None:
+    audio = DataBlock(source=Base64Source(data="UklGRg==", media_type="audio/wav"))
+    out = await cls().format([AssistantMsg("a", [search_call(), search_result(output=[audio])])])
+    assert out[-1]["role"] == "user"
+    assert {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}} in out[-1][
+        "content"
     ]

@@ -1,7 +1,7 @@
 """xAI formatters (trioagent/formatter/_xai.py).
 
-The reference has no golden case for xAI (its formatter builds gRPC proto messages); these
-tests pin the REST JSON mapping documented in the module (reference/model.md §3.10, §3.2).
+AgentScope has no golden case for xAI (its formatter builds gRPC proto messages); these
+tests pin the REST JSON mapping documented in the module.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def image_part(url: str) -> dict[str, object]:
 
 
 def complex_msgs() -> list[Msg]:
-    """The §7 COMPLEX turn with a second text block, ``more``, right after ``text_2``."""
+    """The shared COMPLEX turn with a second text block, ``more``, right after ``text_2``."""
     (msg,) = plain_complex_msgs()
     after = [getattr(block, "text", None) for block in msg.content].index("text_2") + 1
     msg.content.insert(after, TextBlock(text="more"))

@@ -61,7 +61,7 @@ STREAM_PATH = f"/v1beta/models/{MODEL}:streamGenerateContent"
 GENERATE_PATH = f"/v1beta/models/{MODEL}:generateContent"
 KEY = "AIzaSy-test-0123456789"
 
-# reference/model.md §8.8: G1 text
+# G1: text
 G1 = [
     {
         "candidates": [
@@ -98,7 +98,7 @@ G1 = [
     },
 ]
 
-# reference/model.md §8.9: G2 thought + text + two function calls (one with thoughtSignature)
+# G2: thought + text + two function calls (one with thoughtSignature)
 G2 = [
     {
         "candidates": [
@@ -328,7 +328,7 @@ async def test_g2_thought_text_and_two_function_calls(
     ]
     assert "toolConfig" not in body
 
-    # Replaying the turn sends the signature back from the call id (model.md §8.9).
+    # Replaying the turn sends the signature back from the call id.
     history = [
         *MSGS,
         AssistantMsg(
@@ -733,7 +733,7 @@ async def test_400_keeps_the_provider_message_and_is_retried_like_the_reference(
     assert info.value.code == "INVALID_ARGUMENT"
     assert info.value.message == message
     assert f"HTTP 400 {message}" in str(info.value)
-    assert len(gemini.requests) == 3  # every google.genai APIError is retryable (model.md §1.9)
+    assert len(gemini.requests) == 3  # every google.genai APIError is retryable
 
 
 async def test_invalid_key_is_an_authentication_error_and_redacted(gemini: Gemini) -> None:

@@ -1,4 +1,4 @@
-"""The providers' shared HTTP helpers (trioagent/model/_http.py).
+"""The internal HTTP package shared by every provider (trioagent/_http).
 
 Covers ``parse_retry_after``, the error mapping (``error_from_response``,
 ``error_from_payload``, ``error_from_transport``), ``safe_url``, ``bearer_headers``,
@@ -7,12 +7,21 @@ I/O helpers ``send_request``, ``read_decoded`` and ``stream_sse``.  The I/O help
 against real loopback servers (``serve_openai_compatible``, or a raw trio socket server for a
 body cut short); httpx is never patched and nothing sleeps in real time (stalls run under
 ``autojump_clock``).
+
+The second half calls ``OpenAIChatModel`` where a test needs byte-level control of what
+reaches the socket (a raw HTTP/1.1 server defined here: SSE framing split at every byte,
+keep-alive comments, the end of a body after ``[DONE]``, redirects, JSON where an event stream
+was asked for).  A test that needs data to arrive *before* a read timeout runs on mock time,
+where the order of the two is fixed; one measuring a backoff gives the model no network
+deadline (``NO_NET_DEADLINE``).
 """
 
 from __future__ import annotations
 
+import collections
 import email.utils
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -21,10 +30,23 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
-from provider_kit import open_connections
+from provider_kit import (
+    MSGS,
+    NO_NET_DEADLINE,
+    ROLE,
+    USAGE,
+    Sink,
+    busy,
+    chunk,
+    open_connections,
+    response_texts,
+    text_of,
+)
 
 from trioagent._http import (
+    DRAIN_GRACE,
     HTTPClientOwner,
     RequestBody,
     ServerSentEvent,
@@ -55,10 +77,15 @@ from trioagent.exception import (
     ModelTimeoutError,
     ModelUpstreamError,
 )
+from trioagent.message import (
+    ToolCallBlock,
+)
+from trioagent.model import OpenAIChatModel
 from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
     ScriptedResponse,
+    ScriptedSSE,
     serve_openai_compatible,
 )
 
@@ -1238,3 +1265,488 @@ async def test_http_client_owner_leaves_an_injected_client_open(
 
     assert not client.is_closed
     assert owner.http_client is client
+
+
+# -- a raw HTTP/1.1 server: byte-level control of the socket --------------------------------
+
+WAIT = object()  #: a plan step: wait until every task (the client too) is blocked
+STALL = object()  #: a plan step: send nothing more until the client goes away
+
+
+class RawServer:
+    """Answers each request with the next plan: byte strings sent as they are (so they may cut
+    the HTTP framing anywhere), floats (sleep that long), ``WAIT`` and ``STALL`` steps.  After
+    its plan the connection is kept for the next request (``keep=True``) or closed."""
+
+    def __init__(self) -> None:
+        self.plans: collections.deque[tuple[list[Any], bool]] = collections.deque()
+        self.requests: list[bytes] = []
+        self.accepted = 0
+        self.closed = 0
+        self.closed_by_client = 0
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def push(self, steps: list[Any], *, keep: bool = True) -> None:
+        self.plans.append((steps, keep))
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        self.accepted += 1
+        buffer = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        self.closed_by_client += 1
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                found = re.search(rb"content-length:\s*(\d+)", head, re.IGNORECASE)
+                length = int(found.group(1)) if found else 0
+                while len(buffer) < length:
+                    buffer += await stream.receive_some(65536)
+                buffer = buffer[length:]
+                self.requests.append(head)
+                steps, keep = self.plans.popleft()
+                for step in steps:
+                    if step is WAIT:
+                        await trio.testing.wait_all_tasks_blocked()
+                    elif isinstance(step, float):
+                        await trio.sleep(step)
+                    elif step is STALL:
+                        if not await stream.receive_some(65536):
+                            self.closed_by_client += 1
+                        return
+                    else:
+                        await stream.send_all(step)
+                if not keep:
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed_by_client += 1
+        finally:
+            # Shielded so the socket is closed when the test's nursery is cancelled;
+            # deadline: 1 second (a loopback close is immediate).
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 1):
+                await stream.aclose()
+            self.closed += 1
+
+
+async def start_raw(nursery: trio.Nursery) -> RawServer:
+    raw = RawServer()
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    raw.port = listeners[0].socket.getsockname()[1]
+    await nursery.start(trio.serve_listeners, raw.handle, listeners)
+    return raw
+
+
+def raw_model(raw: RawServer, **kwargs: Any) -> OpenAIChatModel:
+    credential = OpenAICredential(api_key=KEY, base_url=raw.base_url)
+    return OpenAIChatModel("gpt-edge", credential=credential, **kwargs)
+
+
+def sse_head() -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+
+
+def http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def chunked_response(*pieces: bytes) -> bytes:
+    return sse_head() + b"".join(http_chunk(p) for p in pieces) + b"0\r\n\r\n"
+
+
+# -- a stream cut or spoiled part-way --------------------------------------------------------
+
+
+async def test_connection_cut_after_only_carriers_is_retried(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    raw = await start_raw(nursery)
+    carriers = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in (ROLE, USAGE))
+    raw.push([sse_head(), http_chunk(carriers)], keep=False)  # then the socket closes
+    body = f"data: {json.dumps(chunk({'content': 'fine'}))}\n\ndata: [DONE]\n\n".encode()
+    raw.push([chunked_response(body)])
+    sink = Sink()
+
+    async with raw_model(raw, **NO_NET_DEADLINE) as m:
+        final = await m(MSGS, emit=sink)
+
+    assert text_of(final) == "fine"
+    assert response_texts(sink.items) == ["fine"]
+    assert len(raw.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [("data: {broken", "unparseable chunk"), ('data: ["a", "list"]', "unexpected chunk")],
+)
+async def test_bad_data_line_after_content_is_a_stream_error(
+    server: OpenAICompatibleServer, line: str, match: str
+) -> None:
+    server.push(ScriptedSSE(events=[chunk({"content": "Hi"}), f"{line}\n\n"]), "unused")
+    sink = Sink()
+
+    async with server.chat_model(max_retries=3, retry_delay=0.001) as m:
+        with pytest.raises(ModelStreamError, match=match):
+            await m(MSGS, emit=sink)
+        assert busy(m) == []
+
+    assert response_texts(sink.items) == ["Hi"]
+    assert len(server.requests) == 1
+
+
+async def test_bytes_after_done_are_ignored_and_the_connection_reused(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.push(
+        ScriptedSSE(
+            events=[chunk({"content": "ok"}), "data: [DONE]\n\n", "data: {garbage\n\n"],
+            done=False,
+        ),
+        "again",
+    )
+
+    async with server.chat_model() as m:
+        first = await m(MSGS)
+        second = await m(MSGS)
+
+    assert (text_of(first), text_of(second)) == ("ok", "again")
+    assert [r.connection_id for r in server.requests] == [0, 0]
+
+
+# -- SSE framing at every byte boundary ------------------------------------------------------
+
+_FIRST = json.dumps(chunk({"content": "Hé🙂"}), ensure_ascii=False)
+_SECOND = json.dumps(chunk({"content": "llo"}, usage=None))
+_CUT = _FIRST.index('"choices"')
+SSE_BODY = (
+    "\ufeff: opening comment\r\n\r\n"
+    "event: message\r\nid: 7\r\n"
+    f"data: {_FIRST[:_CUT]}\r\n"  # one JSON object on two data lines, joined by "\n"
+    f"data:{_FIRST[_CUT:]}\r\n\r\n"
+    ": keep-alive\n"
+    f"data: {_SECOND}\r\r"
+    f"data: {json.dumps(USAGE)}\n\n"
+    "data: [DONE]\n\n"
+).encode()
+
+
+async def test_sse_split_at_every_byte_of_the_response(nursery: trio.Nursery) -> None:
+    raw = await start_raw(nursery)
+    response = chunked_response(SSE_BODY[:40], SSE_BODY[40:])
+    cuts = range(1, len(response))
+    for cut in cuts:
+        raw.push([response[:cut], WAIT, response[cut:]])
+    sink = Sink()
+
+    async with raw_model(raw, max_retries=0) as m:
+        finals = []
+        for _ in cuts:
+            finals.append(await m(MSGS, emit=sink))
+
+    assert all(text_of(f) == "Hé🙂llo" for f in finals)
+    assert all(f.usage is not None and f.usage.input_tokens == 3 for f in finals)
+    assert response_texts(sink.items) == ["Hé🙂", "llo"] * len(cuts)
+    assert raw.accepted == 1  # every split response was read to its end and reused
+
+
+# -- read timeout vs a slow but alive stream -------------------------------------------------
+
+
+async def test_keepalive_comments_keep_a_slow_stream_alive(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Mock time: the server's 40 ms gaps always come before the 150 ms read timeout (on the
+    real clock a loaded machine could stretch a gap past it)."""
+    raw = await start_raw(nursery)
+    content = f"data: {json.dumps(chunk({'content': 'late'}))}\n\ndata: [DONE]\n\n".encode()
+    plan: list[Any] = [sse_head()]
+    for _ in range(6):  # 6 x 40 ms of comments: well past the 150 ms read timeout in total
+        plan += [http_chunk(b": ping\n\n"), 0.04]
+    plan += [http_chunk(content), b"0\r\n\r\n"]
+    raw.push(plan)
+    # Then a stream that goes silent after one comment: the read timeout fires.
+    raw.push([sse_head(), http_chunk(b": ping\n\n"), STALL])
+    sink = Sink()
+
+    async with raw_model(raw, read_timeout=0.15, max_retries=0) as m:
+        with trio.fail_after(5):
+            final = await m(MSGS, emit=sink)
+            assert text_of(final) == "late"
+            assert response_texts(sink.items) == ["late"]  # comments never become empty deltas
+            with pytest.raises(ModelTimeoutError, match="waiting for data"):
+                await m(MSGS)
+        assert busy(m) == []
+    with trio.fail_after(5):
+        while raw.closed < raw.accepted:
+            await trio.sleep(0.01)
+
+
+# -- non-streaming calls ---------------------------------------------------------------------
+
+
+async def test_non_stream_body_cut_short_is_retried(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    raw = await start_raw(nursery)
+    body = json.dumps(
+        {"id": "c", "choices": [{"index": 0, "message": {"content": "whole"}}]}
+    ).encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    raw.push([head % len(body), body[:10]], keep=False)  # fewer bytes than announced
+    raw.push([head % len(body), body])
+
+    async with raw_model(raw, stream=False, **NO_NET_DEADLINE) as m:
+        final = await m(MSGS)
+
+    assert text_of(final) == "whole"
+    assert len(raw.requests) == 2
+
+
+# -- after data: [DONE] ----------------------------------------------------------------------
+
+
+def sse_events(*items: dict[str, Any] | str) -> bytes:
+    """SSE text: objects as ``data: <json>`` events, strings as given."""
+    return "".join(
+        i if isinstance(i, str) else f"data: {json.dumps(i)}\n\n" for i in items
+    ).encode()
+
+
+@pytest.mark.parametrize("read_timeout", [None, 60.0])
+async def test_done_without_the_end_of_the_body_returns_and_drops_the_connection(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, read_timeout: float | None
+) -> None:
+    """A server that sends [DONE] and never ends the body cannot hold the finished call
+    (until the read timeout, or forever without one)."""
+    raw = await start_raw(nursery)
+    raw.push(
+        [sse_head(), http_chunk(sse_events(chunk({"content": "ok"}), "data: [DONE]\n\n")), STALL]
+    )
+    sink = Sink()
+
+    async with raw_model(raw, read_timeout=read_timeout, connect_timeout=None) as m:
+        start = trio.current_time()
+        with trio.fail_after(30):
+            final = await m(MSGS, emit=sink)
+        elapsed = trio.current_time() - start
+        assert (
+            open_connections(m.http_client) == []
+        )  # the unfinished connection was closed, not pooled
+
+    assert text_of(final) == "ok"
+    assert response_texts(sink.items) == ["ok"]
+    assert elapsed == pytest.approx(DRAIN_GRACE)
+    with trio.fail_after(5):
+        while raw.closed_by_client < 1:
+            await trio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("delay", "connections"),
+    [
+        pytest.param(0.0, 1, id="at-once"),
+        pytest.param(DRAIN_GRACE / 2, 1, id="within-the-grace"),
+        pytest.param(DRAIN_GRACE * 4, 2, id="too-late"),
+    ],
+)
+async def test_end_of_the_body_after_done_is_waited_for_only_briefly(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, delay: float, connections: int
+) -> None:
+    """The end of a body usually follows [DONE] in the next read: it is waited for (the
+    connection is reused), but only ``DRAIN_GRACE`` seconds."""
+    raw = await start_raw(nursery)
+    first = sse_events(chunk({"content": "one"}), "data: [DONE]\n\n")
+    raw.push([sse_head(), http_chunk(first), delay, b"0\r\n\r\n"])
+    raw.push([chunked_response(sse_events(chunk({"content": "two"}), "data: [DONE]\n\n"))])
+
+    async with raw_model(raw, **NO_NET_DEADLINE) as m:
+        start = trio.current_time()
+        one = await m(MSGS)
+        elapsed = trio.current_time() - start
+        two = await m(MSGS)
+
+    assert (text_of(one), text_of(two)) == ("one", "two")
+    assert elapsed == pytest.approx(min(delay, DRAIN_GRACE))
+    assert raw.accepted == connections
+
+
+# -- a non-streamed body that is not a JSON object -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(("<p>" + "x" * 186 + KEY + "</p>").encode(), id="not-json"),
+        pytest.param(json.dumps(["x" * 186 + KEY]).encode(), id="not-an-object"),
+    ],
+)
+async def test_bad_non_streamed_body_error_hides_the_key(
+    server: OpenAICompatibleServer, body: bytes
+) -> None:
+    server.add_route(
+        "POST",
+        "/v1/odd/chat/completions",
+        lambda r: ScriptedResponse(body=body, media_type="text/html"),
+    )
+    credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/odd")
+
+    async with OpenAIChatModel("gpt-edge", credential=credential, stream=False, max_retries=0) as m:
+        with pytest.raises(ModelUpstreamError) as info:
+            await m(MSGS)
+
+    assert "x" * 20 in info.value.message
+    assert KEY[:8] not in str(info.value)
+
+
+# -- redirects -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_redirect_is_an_error_naming_its_target_never_followed_or_retried(
+    nursery: trio.Nursery, status: int, stream: bool
+) -> None:
+    raw = await start_raw(nursery)
+    target = f"https://api.example.test/v1/chat/completions?api-key={KEY}"
+    head = f"HTTP/1.1 {status} Moved\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n"
+    for _ in range(4):  # what a retrying client would get
+        raw.push([head.encode()])
+
+    async with raw_model(raw, stream=stream, max_retries=3, retry_delay=0.001) as m:
+        with pytest.raises(ModelInvalidRequestError) as info:
+            await m(MSGS)
+        assert busy(m) == []
+
+    error = info.value
+    assert (error.status_code, error.retryable) == (status, False)
+    assert str(error) == (
+        f"HTTP {status} {raw.base_url}/chat/completions redirects to "
+        "https://api.example.test/v1/chat/completions "
+        "(redirects are not followed: use https:// in the base URL)"
+    )
+    assert KEY not in repr(error)
+    assert len(raw.requests) == 1
+
+
+async def test_redirect_is_not_followed_by_a_client_made_to_follow_redirects(
+    server: OpenAICompatibleServer,
+) -> None:
+    """Following would re-send the POST and its key elsewhere (here the target would even
+    answer)."""
+    server.add_route(
+        "POST",
+        "/v1/old/chat/completions",
+        lambda r: ScriptedResponse(
+            status=307, headers={"Location": f"{server.base_url}/chat/completions"}
+        ),
+    )
+    server.push("never sent")
+    credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/old")
+
+    async with httpx.AsyncClient(follow_redirects=True) as client:
+        model = OpenAIChatModel("gpt-edge", credential=credential, http_client=client)
+        with pytest.raises(ModelInvalidRequestError, match=r"redirects to .*not followed") as info:
+            await model(MSGS)
+
+    assert info.value.status_code == 307
+    assert [r.path for r in server.requests] == ["/v1/old/chat/completions"]
+
+
+# -- JSON instead of an event stream ---------------------------------------------------------
+
+
+def json_answer(server: OpenAICompatibleServer, payload: Any) -> OpenAIChatModel:
+    """A streaming model whose ``chat/completions`` answers ``payload`` as plain JSON (200)."""
+    server.add_route("POST", "/v1/json/chat/completions", lambda r: ScriptedResponse.json(payload))
+    credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/json")
+    return OpenAIChatModel(
+        "gpt-edge", credential=credential, max_retries=3, retry_delay=0.001, **NO_NET_DEADLINE
+    )
+
+
+async def test_json_error_object_instead_of_a_stream_raises_the_provider_error(
+    server: OpenAICompatibleServer,
+) -> None:
+    error = {"message": f"quota exceeded for {KEY}", "type": "insufficient_quota", "code": "quota"}
+
+    async with json_answer(server, {"error": error}) as m:
+        with pytest.raises(ModelUpstreamError) as info:
+            await m(MSGS)
+        assert busy(m) == []
+
+    exc = info.value
+    assert str(exc) == "HTTP 200 quota exceeded for *** (code: quota)"
+    assert not exc.retryable
+    assert len(server.requests) == 1
+
+
+async def test_json_completion_instead_of_a_stream_is_used_as_one_delta(
+    server: OpenAICompatibleServer,
+) -> None:
+    """A server ignoring ``stream: true`` still gives a complete, valid answer."""
+    completion = {
+        "id": "chatcmpl-whole",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "whole answer",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+    }
+    sink = Sink()
+
+    async with json_answer(server, completion) as m:
+        final = await m(MSGS, emit=sink)
+
+    assert [c.is_last for c in sink.items] == [False]  # the consumer saw the answer
+    assert text_of(sink.items[0]) == "whole answer"
+    assert final.is_last
+    assert final.id == "chatcmpl-whole"
+    assert text_of(final) == "whole answer"
+    (call,) = [b for b in final.content if isinstance(b, ToolCallBlock)]
+    assert (call.id, call.name, call.input) == ("call_1", "get_weather", '{"city": "Paris"}')
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (5, 3)
+    assert final.metadata["finish_reason"] == "tool_calls"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"status": "queued", "token": KEY}, id="unknown-object"),
+        pytest.param([1, 2], id="array"),
+    ],
+)
+async def test_other_json_instead_of_a_stream_is_a_clear_error(
+    server: OpenAICompatibleServer, payload: Any
+) -> None:
+    async with json_answer(server, payload) as m:
+        with pytest.raises(ModelStreamError, match="with JSON, not an event stream") as info:
+            await m(MSGS)
+
+    assert not info.value.retryable
+    assert KEY not in str(info.value)
+    assert len(server.requests) == 1

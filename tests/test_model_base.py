@@ -3,24 +3,58 @@
 ``FakeModel`` streams scripted attempts: each attempt is a list of steps — a ChatResponse
 to send, a number of seconds to sleep, or an exception to raise.  Tests run on
 ``autojump_clock`` so sleeps take no real time.
+
+The second half drives the same retry loop (retries, backoff, ``Retry-After``, the total
+timeout, cancellation, redaction, structured output) through ``OpenAIChatModel`` over real
+loopback HTTP to ``serve_openai_compatible``, and the agent's own retries and fallback model
+(``ModelConfig``) the same way.  Tests measuring backoff sleeps use ``autojump_clock`` and give
+the model no read or connect timeout (``NO_NET_DEADLINE``), so an autojump can never fire a
+network deadline while data is in flight on loopback (see tests/test_cancel_sweep_http.py).
 """
 
 from __future__ import annotations
 
 import base64
+import collections
+import email.utils
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import attrs
+import httpx
 import pydantic
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
+from provider_kit import (
+    MSGS as HTTP_MSGS,
+    NO_NET_DEADLINE,
+    ROLE,
+    USAGE,
+    Sink,
+    busy,
+    chunk,
+    open_connections,
+    response_texts,
+    start_server,
+    text_of,
+)
 
+from trioagent.agent import Agent, InjectionConfig, ModelConfig
+from trioagent.credential import OpenAICredential
+from trioagent.event import ReplyEndEvent, TextBlockDeltaEvent
 from trioagent.exception import (
     ModelAuthenticationError,
     ModelError,
     ModelInvalidRequestError,
     ModelRateLimitError,
+    ModelStreamError,
     ModelTimeoutError,
     ModelUpstreamError,
     StructuredOutputError,
@@ -43,11 +77,22 @@ from trioagent.model import (
     ChatModelBase,
     ChatResponse,
     ChatUsage,
+    OpenAIChatModel,
     StreamAccumulator,
     flatten_json_schema,
     json_loads_with_repair,
 )
 from trioagent.model._accumulator import wav_header
+from trioagent.testing import (
+    OpenAICompatibleServer,
+    RecordedRequest,
+    ScriptedError,
+    ScriptedReply,
+    ScriptedResponse,
+    ScriptedSSE,
+    ScriptedToolCall,
+    serve_openai_compatible,
+)
 from trioagent.types import FinishedReason, ToolChoice
 
 Step = ChatResponse | float | Exception
@@ -99,14 +144,6 @@ class FakeModel(ChatModelBase):
         (response,) = await self._run_steps(None)
         assert isinstance(response, ChatResponse)
         return response
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.items: list[ChatResponse] = []
-
-    async def __call__(self, chunk: ChatResponse) -> None:
-        self.items.append(chunk)
 
 
 MSGS = [UserMsg("user", "hi")]
@@ -534,8 +571,6 @@ async def test_own_client_closed_injected_client_left_open() -> None:
         assert model.http_client is client
     assert client.is_closed
 
-    import httpx
-
     async with httpx.AsyncClient() as injected:
         model = FakeModel([], http_client=injected)
         await model.aclose()
@@ -810,3 +845,840 @@ def test_flatten_json_schema() -> None:
 
 def test_model_error_is_reexported_type() -> None:
     assert issubclass(ModelTimeoutError, ModelError)
+
+
+# -- the retry loop over real loopback HTTP --------------------------------------------------
+
+KEY = "sk-edge-FAKEKEY-7f3a9c1e5d"
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
+    return await start_server(nursery, KEY)
+
+
+class Clocked:
+    """A script entry that records the (trio) time each request arrived, then answers."""
+
+    def __init__(self, *entries: Any) -> None:
+        self.entries = collections.deque(entries)
+        self.times: list[float] = []
+
+    def __call__(self, request: RecordedRequest) -> Any:
+        self.times.append(trio.current_time())
+        return self.entries.popleft()
+
+    @property
+    def gaps(self) -> list[float]:
+        return [b - a for a, b in zip(self.times, self.times[1:], strict=False)]
+
+
+def push_clocked(server: OpenAICompatibleServer, *entries: Any) -> Clocked:
+    clocked = Clocked(*entries)
+    server.push(*[clocked] * len(entries))
+    return clocked
+
+
+# -- Retry-After and backoff -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "low", "high"),
+    [
+        pytest.param({"Retry-After": "86400"}, 4.0, 4.0, id="huge-capped"),
+        pytest.param({"Retry-After": "1e999"}, 4.0, 4.0, id="infinite-capped"),
+        pytest.param({"Retry-After": "2.5"}, 2.5, 2.5, id="fractional"),
+        pytest.param({"Retry-After": "-30"}, 0.0, 1.25, id="negative-not-waited"),
+        pytest.param({"Retry-After": "soon"}, 1.0, 1.25, id="garbage-falls-back-to-backoff"),
+        pytest.param({"retry-after-ms": "1500", "Retry-After": "3"}, 1.5, 1.5, id="ms-wins"),
+        pytest.param({"retry-after-ms": "nope", "Retry-After": "3"}, 3.0, 3.0, id="bad-ms"),
+        pytest.param({"retry-after-ms": "250000"}, 4.0, 4.0, id="ms-capped"),
+    ],
+)
+async def test_429_retry_after_variants(
+    server: OpenAICompatibleServer,
+    autojump_clock: trio.testing.MockClock,
+    headers: dict[str, str],
+    low: float,
+    high: float,
+) -> None:
+    clocked = push_clocked(
+        server, ScriptedError(status=429, message="slow down", headers=headers), "ok"
+    )
+
+    async with server.chat_model(retry_delay=1.0, max_retry_delay=4.0, **NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "ok"
+    (gap,) = clocked.gaps
+    assert low - 1e-6 <= gap <= high + 1e-6
+
+
+async def test_http_date_retry_after_is_honoured(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    future = email.utils.formatdate(time.time() + 10, usegmt=True)
+    past = email.utils.formatdate(time.time() - 3600, usegmt=True)
+    clocked = push_clocked(
+        server,
+        ScriptedError(status=503, headers={"Retry-After": future}),
+        ScriptedError(status=429, headers={"Retry-After": past}),
+        "ok",
+    )
+
+    async with server.chat_model(retry_delay=5.0, max_retry_delay=60, **NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "ok"
+    first, second = clocked.gaps
+    assert 8.0 <= first <= 10.5  # whole-second dates; wall time moves on while we run
+    assert second == pytest.approx(0.0, abs=1e-6)  # a date in the past: retry at once
+
+
+async def test_backoff_doubles_with_upward_jitter_and_is_capped(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    clocked = push_clocked(server, *[ScriptedError(status=503)] * 5, "ok")
+
+    async with server.chat_model(
+        max_retries=5, retry_delay=1.0, max_retry_delay=3.0, **NO_NET_DEADLINE
+    ) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "ok"
+    g1, g2, g3, g4, g5 = clocked.gaps
+    eps = 1e-6
+    assert 1.0 - eps <= g1 <= 1.25 + eps
+    assert 2.0 - eps <= g2 <= 2.5 + eps
+    assert [g3, g4, g5] == pytest.approx([3.0, 3.0, 3.0])
+
+
+@pytest.mark.parametrize("status", [408, 409, 500, 502, 503, 504, 529])
+async def test_retryable_statuses_are_retried(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock, status: int
+) -> None:
+    server.push(ScriptedError(status=status, message="transient"), "recovered")
+
+    async with server.chat_model(retry_delay=0.5, **NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "recovered"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+async def test_client_errors_are_never_retried(server: OpenAICompatibleServer, status: int) -> None:
+    server.push(ScriptedError(status=status, message="no", retry_after=1), "unused")
+
+    async with server.chat_model(max_retries=5) as m:
+        with pytest.raises(ModelError) as info:
+            await m(HTTP_MSGS)
+
+    assert info.value.status_code == status
+    assert not info.value.retryable
+    assert len(server.requests) == 1
+
+
+async def test_max_retries_zero_makes_exactly_one_request(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.push(ScriptedError(status=503, message="busy", retry_after=1), "unused")
+    start = trio.current_time()
+
+    async with server.chat_model(max_retries=0, **NO_NET_DEADLINE) as m:
+        with pytest.raises(ModelUpstreamError, match="busy"):
+            await m(HTTP_MSGS)
+
+    assert len(server.requests) == 1
+    assert trio.current_time() == start  # no sleep at all
+
+
+async def test_exhausted_retries_raise_the_last_error_with_its_details(
+    server: OpenAICompatibleServer,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.push(
+        ScriptedError(status=503, message="first", code="c1", retry_after=1),
+        ScriptedError(status=500, message="second", code="c2"),
+        ScriptedError(status=429, message=f"third for key {KEY}", code="rate", retry_after=2),
+        "unused",
+    )
+
+    async with server.chat_model(max_retries=2, retry_delay=0.1, **NO_NET_DEADLINE) as m:
+        with pytest.raises(ModelRateLimitError) as info:
+            await m(HTTP_MSGS)
+
+    error = info.value
+    assert (error.status_code, error.code, error.retry_after) == (429, "rate", 2)
+    assert error.message == "third for key ***"
+    assert str(error) == "HTTP 429 third for key *** (code: rate)"
+    assert error.retryable
+    assert len(server.requests) == 3
+    assert server.script[0] == "unused"
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert "HTTP 503 first (code: c1)" in caplog.records[0].getMessage()
+    assert KEY not in caplog.text
+
+
+async def test_retry_after_past_the_total_timeout_gives_up_at_once(
+    server: OpenAICompatibleServer,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Sleeping into the deadline could only end in a timeout: the provider's own error is
+    raised instead, at once."""
+    caplog.set_level(logging.INFO, logger="trioagent.model")
+    server.push(ScriptedError(status=429, message="slow down", retry_after=20), "unused")
+    sink = Sink()
+    start = trio.current_time()
+
+    async with server.chat_model(timeout=5, max_retry_delay=60, **NO_NET_DEADLINE) as m:
+        with pytest.raises(ModelRateLimitError, match="slow down") as info:
+            await m(HTTP_MSGS, emit=sink)
+        assert busy(m) == []
+
+    assert trio.current_time() == start
+    assert info.value.retry_after == 20
+    assert len(server.requests) == 1
+    assert sink.items == []  # an error, not an interruption
+    assert "not retried: Retry-After 20.00s is past the total timeout" in caplog.text
+
+
+async def test_retry_after_within_the_total_timeout_is_honoured(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    clocked = push_clocked(server, ScriptedError(status=429, retry_after=3), "ok")
+
+    async with server.chat_model(timeout=5, **NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "ok"
+    assert clocked.gaps == [pytest.approx(3)]
+
+
+async def test_total_timeout_while_backing_off_names_the_provider_error(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.push(ScriptedError(status=503, message=f"busy, key {KEY}", code="overloaded"), "unused")
+    sink = Sink()
+    start = trio.current_time()
+
+    async with server.chat_model(
+        timeout=5, retry_delay=10, max_retry_delay=10, **NO_NET_DEADLINE
+    ) as m:
+        with pytest.raises(ModelTimeoutError) as info:
+            await m(HTTP_MSGS, emit=sink)
+        assert busy(m) == []
+
+    assert trio.current_time() - start == pytest.approx(5)
+    error = info.value
+    assert str(error) == (
+        f"model call to {m.model!r} did not finish within its total timeout of 5s while "
+        "retrying after the provider error: HTTP 503 busy, key *** (code: overloaded)"
+    )
+    assert not error.retryable
+    cause = error.__cause__
+    assert isinstance(cause, ModelUpstreamError)
+    assert (cause.status_code, cause.code) == (503, "overloaded")
+    assert len(server.requests) == 1
+    assert sink.items == []
+
+
+async def test_total_timeout_during_the_retried_attempt_names_the_earlier_error(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.push(
+        ScriptedError(status=429, message="later", retry_after=1),
+        ScriptedSSE(events=[ROLE], done=False, chunk_delay=60),
+    )
+
+    async with server.chat_model(timeout=5, **NO_NET_DEADLINE) as m:
+        with pytest.raises(ModelTimeoutError, match="after the provider error: HTTP 429 later"):
+            await m(HTTP_MSGS)
+        assert busy(m) == []
+
+    assert len(server.requests) == 2
+
+
+# -- where in the stream an error lands ------------------------------------------------------
+
+
+async def test_stream_ending_without_done_before_content_is_retried(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.push(
+        ScriptedSSE(events=[ROLE, ": keep-alive\n\n", USAGE], done=False),
+        ScriptedReply(text="second", chunk_size=3),
+    )
+    sink = Sink()
+
+    async with server.chat_model(**NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS, emit=sink)
+
+    assert text_of(final) == "second"
+    assert response_texts(sink.items) == ["sec", "ond"]  # nothing of the first attempt leaked out
+    assert len(server.requests) == 2
+
+
+async def test_cut_after_the_first_content_chunk_is_never_replayed(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.push(
+        ScriptedReply(text="abcdefgh", chunk_size=2, cut_after=3, cut_abruptly=True), "unused"
+    )
+    sink = Sink()
+
+    async with server.chat_model(max_retries=5, retry_delay=0.001) as m:
+        with pytest.raises(ModelStreamError, match="stream was cut") as info:
+            await m(HTTP_MSGS, emit=sink)
+        assert busy(m) == []
+
+    assert info.value.retryable  # retryable in principle, but content was already emitted
+    assert len(server.requests) == 1
+    assert list(server.script) == ["unused"]
+    assert response_texts(sink.items) == ["ab", "cd"]  # the partial deltas reached the consumer
+    assert all(not c.is_last for c in sink.items)  # no INTERRUPTED final for an error
+
+
+async def test_thinking_only_counts_as_content_and_blocks_a_retry(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.push(ScriptedSSE(events=[chunk({"reasoning_content": "hmm"})], done=False), "unused")
+    sink = Sink()
+
+    async with server.chat_model(max_retries=3, retry_delay=0.001) as m:
+        with pytest.raises(ModelStreamError, match=r"ended before 'data: \[DONE\]'"):
+            await m(HTTP_MSGS, emit=sink)
+
+    assert len(server.requests) == 1
+    assert [type(b) for c in sink.items for b in c.content] == [ThinkingBlock]
+
+
+async def test_error_object_before_content_is_not_retried_and_keeps_its_details(
+    server: OpenAICompatibleServer,
+) -> None:
+    error = {"message": f"context too long for {KEY}", "type": "invalid_request", "code": "ctx"}
+    server.push(ScriptedSSE(events=[ROLE, {"error": error}]), "unused")
+    sink = Sink()
+
+    async with server.chat_model(max_retries=3, retry_delay=0.001) as m:
+        with pytest.raises(ModelUpstreamError) as info:
+            await m(HTTP_MSGS, emit=sink)
+
+    assert info.value.message == "context too long for ***"
+    assert info.value.code == "ctx"
+    assert not info.value.retryable
+    assert len(server.requests) == 1
+    assert sink.items == []
+
+
+# -- cancellation ----------------------------------------------------------------------------
+
+
+async def test_cancel_during_the_backoff_sleep(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    server.push(ScriptedError(status=429, message="later", retry_after=10), "never sent")
+    sink = Sink()
+
+    async with server.chat_model(**NO_NET_DEADLINE) as m:
+        with trio.move_on_after(4) as scope:
+            await m(HTTP_MSGS, emit=sink)
+        assert scope.cancelled_caught  # trio.Cancelled propagated out of the call
+        (interrupted,) = sink.items
+        assert interrupted.is_last
+        assert interrupted.finished_reason == FinishedReason.INTERRUPTED
+        assert interrupted.content == []
+        await trio.sleep(60)  # long past the Retry-After: no request is made any more
+        assert len(server.requests) == 1
+        assert busy(m) == []
+    with trio.fail_after(5):
+        await server.wait_all_closed()
+
+
+async def test_cancel_while_a_stream_stalls_before_its_first_chunk(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.push(ScriptedReply(text="never", stall_after=1))  # the role chunk, then silence
+    sink = Sink()
+
+    async with server.chat_model() as m:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(m, HTTP_MSGS, emit=sink))
+            with trio.fail_after(5):
+                await server.wait_until(lambda: len(server.requests) == 1)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert [(c.is_last, c.finished_reason, c.content) for c in sink.items] == [
+            (True, FinishedReason.INTERRUPTED, [])
+        ]
+        assert open_connections(m.http_client) == []  # a half-read stream is closed, never pooled
+    with trio.fail_after(5):
+        await server.wait_all_closed()
+    assert server.connections[0].closed_by_client
+
+
+class _StepCounter(trio.abc.Instrument):
+    """Counts the schedule points of one task and its descendants; cancels at the k-th."""
+
+    def __init__(self, root: trio.lowlevel.Task, cancel_at: int | None, scope: trio.CancelScope):
+        self.root, self.cancel_at, self.scope = root, cancel_at, scope
+        self.steps = 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        current: trio.lowlevel.Task | None = task
+        while current is not None and current is not self.root:
+            nursery = current.parent_nursery
+            current = nursery.parent_task if nursery is not None else None
+        if current is None:
+            return
+        self.steps += 1
+        if self.steps == self.cancel_at:
+            self.scope.cancel()
+
+
+async def _swept_call(cancel_at: int | None) -> dict[str, Any]:
+    """One call of a fresh model against a fresh server scripted with a 503 (``Retry-After:
+    1``) and then a streamed reply, cancelled after its ``cancel_at``-th schedule point."""
+    run: dict[str, Any] = {"sink": Sink(), "cancelled": False, "final": None}
+    async with trio.open_nursery() as servers:
+        server = await servers.start(
+            partial(
+                serve_openai_compatible,
+                [
+                    ScriptedError(status=503, retry_after=1),
+                    ScriptedReply(text="abcdefgh", chunk_size=3),
+                ],
+            )
+        )
+        model = server.chat_model(**NO_NET_DEADLINE)
+        scope = trio.CancelScope()
+
+        async def call() -> None:
+            counter = _StepCounter(trio.lowlevel.current_task(), cancel_at, scope)
+            trio.lowlevel.add_instrument(counter)
+            try:
+                with scope:
+                    try:
+                        run["final"] = await model(HTTP_MSGS, emit=run["sink"])
+                    except trio.Cancelled:
+                        run["cancelled"] = True
+                        raise
+            finally:
+                trio.lowlevel.remove_instrument(counter)
+                run["steps"] = counter.steps
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+        run["requests"] = len(server.requests)
+        run["busy"] = busy(model)
+        await model.aclose()
+        with trio.fail_after(5):
+            await server.wait_all_closed()
+        servers.cancel_scope.cancel()
+    return run
+
+
+async def test_cancel_a_retried_http_call_at_every_schedule_point(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    baseline = await _swept_call(None)
+    assert text_of(baseline["final"]) == "abcdefgh"
+    assert baseline["requests"] == 2
+    seen: collections.Counter[tuple[int, bool]] = collections.Counter()
+    for k in range(1, baseline["steps"] + 1):
+        run = await _swept_call(k)
+        assert run["busy"] == [], k
+        if run["final"] is not None:  # socket timing moved the end before point k
+            assert text_of(run["final"]) == "abcdefgh", k
+            continue
+        assert run["cancelled"], k  # never swallowed, never turned into another error
+        *deltas, last = run["sink"].items
+        assert last.is_last, k
+        assert last.finished_reason == FinishedReason.INTERRUPTED, k
+        assert all(not d.is_last for d in deltas), k
+        assert text_of(last) == "".join(response_texts(deltas)), k
+        seen[(run["requests"], bool(deltas))] += 1
+    assert seen[(0, False)] >= 1  # cancelled while connecting / sending the first request
+    assert seen[(1, False)] >= 1  # cancelled on the 503 or during the backoff sleep
+    assert seen[(2, False)] >= 1  # cancelled after the retry was sent, before content
+    assert seen[(2, True)] >= 1  # cancelled mid-body: the partial is the emitted text
+
+
+# -- the agent's retries and fallback model --------------------------------------------------
+
+
+def _agent(model: ChatModelBase, **kwargs: Any) -> Agent:
+    return Agent(
+        "assistant",
+        "Be brief.",
+        model,
+        injection_config=InjectionConfig(inject_runtime_state=False),
+        **kwargs,
+    )
+
+
+async def _two_servers(nursery: trio.Nursery) -> tuple[OpenAICompatibleServer, ...]:
+    return (await start_server(nursery, KEY), await start_server(nursery, KEY))
+
+
+async def test_agent_falls_back_after_the_primarys_retries_are_exhausted(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    primary_server, fallback_server = await _two_servers(nursery)
+    primary_server.push(*[ScriptedError(status=503, message="down")] * 4)
+    fallback_server.push(ScriptedReply(text="from the fallback", chunk_size=5))
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with (
+        primary_server.chat_model("primary", max_retries=1, **NO_NET_DEADLINE) as primary,
+        fallback_server.chat_model("backup", **NO_NET_DEADLINE) as fallback,
+    ):
+        agent = _agent(primary, model_config=ModelConfig(max_retries=1, fallback_model=fallback))
+        msg = await agent.reply(UserMsg("user", "hi"), on_event=on_event)
+        assert busy(primary) == busy(fallback) == []
+
+    assert msg.get_text_content() == "from the fallback"
+    # (1 + model retries) x (1 + agent retries) requests to the primary, then one fallback call.
+    assert len(primary_server.requests) == 4
+    assert [r.body["model"] for r in fallback_server.requests] == ["backup"]
+    deltas = [e.delta for e in events if isinstance(e, TextBlockDeltaEvent)]
+    assert "".join(deltas) == "from the fallback"
+    (end,) = [e for e in events if isinstance(e, ReplyEndEvent)]
+    assert end.finished_reason == "completed"
+
+
+async def test_agent_does_not_fall_back_once_chunks_were_streamed(
+    nursery: trio.Nursery,
+) -> None:
+    primary_server, fallback_server = await _two_servers(nursery)
+    primary_server.push(
+        ScriptedReply(text="partial answer", chunk_size=4, cut_after=3, cut_abruptly=True)
+    )
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with (
+        primary_server.chat_model(max_retries=3, retry_delay=0.001) as primary,
+        fallback_server.chat_model() as fallback,
+    ):
+        agent = _agent(primary, model_config=ModelConfig(max_retries=2, fallback_model=fallback))
+        with pytest.raises(ModelStreamError, match="stream was cut"):
+            await agent.reply(UserMsg("user", "hi"), on_event=on_event)
+        assert busy(primary) == []
+
+    assert len(primary_server.requests) == 1  # neither the model nor the agent replayed it
+    assert fallback_server.requests == []
+    assert [e.delta for e in events if isinstance(e, TextBlockDeltaEvent)] == ["part", "ial "]
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent)
+    assert end.finished_reason == "error"
+    assert end.error is not None
+    assert "stream was cut" in end.error.message
+
+
+async def test_agent_error_end_keeps_the_status_and_hides_the_key(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    primary_server, fallback_server = await _two_servers(nursery)
+    primary_server.push(ScriptedError(status=401, message=f"Incorrect API key provided: {KEY}"))
+    fallback_server.push(ScriptedError(status=400, message=f"bad request for {KEY}", code="x"))
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with (
+        primary_server.chat_model() as primary,
+        fallback_server.chat_model() as fallback,
+    ):
+        agent = _agent(primary, model_config=ModelConfig(fallback_model=fallback))
+        with pytest.raises(ModelInvalidRequestError) as info:
+            await agent.reply(UserMsg("user", "hi"), on_event=on_event)
+
+    assert str(info.value) == "HTTP 400 bad request for *** (code: x)"
+    # Even a 401 is retried by the agent (any error), then the fallback is tried once.
+    assert (len(primary_server.requests), len(fallback_server.requests)) == (1, 1)
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent)
+    assert end.error is not None
+    assert end.error.message == "HTTP 400 bad request for *** (code: x)"
+    assert KEY not in caplog.text
+    assert "Incorrect API key provided: ***" in caplog.text
+
+
+# -- credentials never leak ------------------------------------------------------------------
+
+
+async def test_key_is_redacted_from_error_bodies_reprs_and_logs(
+    server: OpenAICompatibleServer,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def echo_raw(request: RecordedRequest) -> ScriptedResponse:
+        auth = request.headers["authorization"]
+        return ScriptedResponse(status=502, body=f"<h1>Bad gateway</h1>{auth}".encode())
+
+    server.add_route("POST", "/v1/raw/chat/completions", echo_raw)
+    server.push(*[ScriptedError(status=500, message=f"oops, key={KEY}")] * 2)
+    credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/raw")
+
+    async with server.chat_model(max_retries=1, **NO_NET_DEADLINE) as m:
+        m.credential = credential
+        with pytest.raises(ModelUpstreamError) as raw_info:
+            await m(HTTP_MSGS)
+        m.credential = server.credential()
+        with pytest.raises(ModelUpstreamError) as json_info:
+            await m(HTTP_MSGS)
+        shown = [repr(m), str(m), repr(m.credential), str(m.credential)]
+
+    assert str(raw_info.value) == "HTTP 502 <h1>Bad gateway</h1>Bearer ***"
+    assert str(json_info.value) == "HTTP 500 oops, key=*** (code: server_error)"
+    for text in [*shown, repr(raw_info.value), repr(json_info.value), caplog.text]:
+        assert KEY not in text
+    assert caplog.records  # the retries were logged, redacted
+
+
+async def test_key_in_the_base_url_is_not_in_transport_errors() -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there
+    credential = OpenAICredential(
+        api_key=KEY, base_url=f"http://user:{KEY}@127.0.0.1:{port}/v1?api-key={KEY}"
+    )
+
+    async with OpenAIChatModel("m", credential=credential, max_retries=0) as m:
+        with pytest.raises(ModelError, match="could not reach") as info:
+            await m(HTTP_MSGS)
+
+    assert KEY not in str(info.value)
+    assert KEY not in repr(info.value)
+
+
+# -- structured output and token counting over HTTP ------------------------------------------
+
+PNG = Base64Source(data="iVBORw0KGgo=", media_type="image/png")
+N_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+async def test_structured_output_strategies_over_http(
+    server: OpenAICompatibleServer, autojump_clock: trio.testing.MockClock
+) -> None:
+    call = ScriptedToolCall("generate_structured_output", '{"n": "7"}')
+    server.push(
+        ScriptedError(status=503),  # retried by the model: the same strategy again
+        ScriptedError(status=400, message="tool_choice not supported"),  # next strategy
+        ScriptedReply(text="I'd rather chat."),  # no tool call: next strategy
+        ScriptedReply(tool_calls=[call]),
+    )
+    async with server.chat_model(retry_delay=0.1, **NO_NET_DEADLINE) as m:
+        result = await m.generate_structured_output(HTTP_MSGS, N_SCHEMA)
+
+    assert result.content == {"n": 7}
+    choices = [r.body.get("tool_choice", "<absent>") for r in server.requests]
+    forced = {"type": "function", "function": {"name": "generate_structured_output"}}
+    assert choices == [forced, forced, "auto", "<absent>"]
+    assert all(r.body["tools"][0]["function"]["parameters"] == N_SCHEMA for r in server.requests)
+
+
+async def test_structured_output_does_not_swallow_a_non_retryable_error(
+    server: OpenAICompatibleServer,
+) -> None:
+    server.push(ScriptedError(status=401, message="nope"), "unused")
+
+    async with server.chat_model() as m:
+        with pytest.raises(ModelAuthenticationError):
+            await m.generate_structured_output(HTTP_MSGS, N_SCHEMA)
+
+    assert len(server.requests) == 1
+
+
+async def test_count_tokens_counts_utf8_bytes_and_makes_no_request(
+    server: OpenAICompatibleServer,
+) -> None:
+    msgs = [
+        UserMsg("user", "é" * 8),  # 16 bytes
+        UserMsg("user", [TextBlock(text="abcd"), DataBlock(source=PNG)]),  # 4 bytes + 2000
+    ]
+    tools = [{"type": "function", "function": {"name": "ü"}}]
+
+    async with server.chat_model() as m:
+        count = await m.count_tokens(msgs, tools)
+
+    tool_bytes = len(json.dumps(tools, ensure_ascii=False).encode())
+    assert count == int((16 + 4 + tool_bytes) / 4 + 0.5) + 2000
+    assert server.requests == []
+
+
+# -- connecting ------------------------------------------------------------------------------
+
+
+async def _unanswered_port(sockets: list[trio.socket.SocketType]) -> int:
+    """A loopback port whose accept queue is full: a new connect hangs in the SYN phase."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    sockets.append(listener)
+    port: int = listener.getsockname()[1]
+    for _ in range(8):
+        filler = trio.socket.socket()
+        sockets.append(filler)
+        with trio.move_on_after(0.05) as probe:
+            await filler.connect(("127.0.0.1", port))
+        if probe.cancelled_caught:  # this connect hung: the queue is full
+            return port
+    raise AssertionError("could not fill the accept queue")
+
+
+async def test_cancel_and_timeout_while_connecting(caplog: pytest.LogCaptureFixture) -> None:
+    sockets: list[trio.socket.SocketType] = []
+    try:
+        port = await _unanswered_port(sockets)
+        credential = OpenAICredential(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1")
+        sink = Sink()
+        async with OpenAIChatModel("m", credential=credential, connect_timeout=None) as m:
+            with trio.move_on_after(0.1) as scope:
+                await m(HTTP_MSGS, emit=sink)
+            assert scope.cancelled_caught
+            assert [(c.finished_reason, c.content) for c in sink.items] == [
+                (FinishedReason.INTERRUPTED, [])
+            ]
+            assert open_connections(m.http_client) == []
+
+        async with OpenAIChatModel(
+            "m", credential=credential, connect_timeout=0.05, max_retries=1, retry_delay=0.01
+        ) as m:
+            with trio.fail_after(5), pytest.raises(ModelTimeoutError) as info:
+                await m(HTTP_MSGS)
+            assert open_connections(m.http_client) == []
+        assert str(info.value).startswith(f"timed out connecting (http://127.0.0.1:{port}/v1/")
+        assert info.value.retryable
+        assert [r.getMessage().count("retry 1 of 1") for r in caplog.records] == [1]
+        assert KEY not in caplog.text
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# -- provider text in errors is redacted -----------------------------------------------------
+
+
+async def test_bad_chunk_error_in_the_end_event_and_logs_hides_the_key(
+    server: OpenAICompatibleServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.push(ScriptedSSE(events=[chunk({"content": "Hi"}), f"data: {{oops {KEY}\n\n"]))
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with server.chat_model(max_retries=0) as m:
+        with pytest.raises(ModelStreamError):
+            await _agent(m).reply(UserMsg("user", "hi"), on_event=on_event)
+
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent)
+    assert end.error is not None
+    assert end.error.message.startswith(f"unparseable chunk in the stream of {m.model!r}: ")
+    assert "{oops ***" in end.error.message
+    assert KEY not in caplog.text
+
+
+class _UnredactedModel(ChatModelBase):
+    """A provider that quotes the key in its errors without redacting it."""
+
+    async def _stream_api(
+        self,
+        messages: list[Msg],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: ToolChoice | None,
+        send: trio.MemorySendChannel[ChatResponse],
+    ) -> None:
+        raise ModelUpstreamError(f"echo of {KEY}", status_code=500, code=f"c_{KEY}")
+
+
+async def test_every_provider_error_is_redacted_before_it_is_logged_or_raised(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The safety net of the retry loop, for a provider that forgets to redact."""
+    model = _UnredactedModel("m", credential=OpenAICredential(api_key=KEY), max_retries=1)
+
+    with pytest.raises(ModelUpstreamError) as info:
+        await model(HTTP_MSGS)
+
+    error = info.value
+    assert (error.message, error.code) == ("echo of ***", "c_***")
+    assert KEY not in repr(error)
+    assert KEY not in str(error)
+    assert caplog.records  # the retry was logged, redacted
+    assert KEY not in caplog.text
+
+
+# -- Retry-After dates and long backoffs -----------------------------------------------------
+
+
+@pytest.fixture
+def local_time_not_utc() -> Iterator[None]:
+    """Local time 5 hours ahead of UTC (a POSIX TZ string: no zone database needed)."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "XXX-05"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    "style",
+    [
+        pytest.param("asctime", id="asctime"),
+        pytest.param("rfc850", id="rfc850"),
+        pytest.param("imf", id="imf-fixdate"),
+    ],
+)
+async def test_retry_after_dates_are_gmt_whatever_the_local_time(
+    server: OpenAICompatibleServer,
+    autojump_clock: trio.testing.MockClock,
+    local_time_not_utc: None,
+    style: str,
+) -> None:
+    when = time.gmtime(time.time() + 20)
+    formats = {
+        "asctime": "%a %b %d %H:%M:%S %Y",
+        "rfc850": "%A, %d-%b-%y %H:%M:%S GMT",
+        "imf": "%a, %d %b %Y %H:%M:%S GMT",
+    }
+    value = time.strftime(formats[style], when)
+    clocked = push_clocked(server, ScriptedError(status=503, headers={"Retry-After": value}), "ok")
+
+    async with server.chat_model(max_retry_delay=60, **NO_NET_DEADLINE) as m:
+        final = await m(HTTP_MSGS)
+
+    assert text_of(final) == "ok"
+    (gap,) = clocked.gaps
+    assert 18.0 <= gap <= 20.5  # whole-second dates; wall time moves on while we run
+
+
+@pytest.mark.parametrize("attempt", [1023, 1024, 10**6])
+def test_backoff_of_a_very_late_attempt_is_the_cap(attempt: int) -> None:
+    model = OpenAIChatModel("m", credential=OpenAICredential(api_key=KEY), max_retry_delay=7.5)
+
+    assert model._retry_delay_for(attempt, ModelUpstreamError("x")) == 7.5
+
+
+def test_backoff_with_no_base_delay_stays_zero_for_a_very_late_attempt() -> None:
+    model = OpenAIChatModel("m", credential=OpenAICredential(api_key=KEY), retry_delay=0.0)
+
+    assert model._retry_delay_for(10**6, ModelUpstreamError("x")) == 0.0

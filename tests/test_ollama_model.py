@@ -80,7 +80,7 @@ def line(message: dict[str, Any], *, done: bool = False, **extra: Any) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode() + b"\n"
 
 
-# reference/model.md §8.11 (N1), verbatim
+# N1: a recorded Ollama stream, verbatim
 N1 = [
     b'{"model":"qwen3:8b","created_at":"2025-01-01T00:00:00Z","message":{"role":"assistant","content":"","thinking":"User asks"},"done":false}\n',
     b'{"model":"qwen3:8b","created_at":"2025-01-01T00:00:00Z","message":{"role":"assistant","content":"","thinking":" weather."},"done":false}\n',
@@ -314,7 +314,7 @@ async def test_non_stream_completion(ollama: OllamaServer) -> None:
     assert bare.usage is None  # usage only when both counts are reported
 
 
-# -- errors and retries (reference §1.9: transport errors only) -------------------------------
+# -- errors and retries (transport errors only, as AgentScope) --------------------------------
 
 
 async def test_http_error_is_typed_and_never_retried(

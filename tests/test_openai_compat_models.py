@@ -2,7 +2,7 @@
 provider in turn, over the loopback server: typed errors and retries, cancellation closing the
 connection, non-streaming calls, and one agent reply with a tool round.
 
-Provider-specific request bodies and the §8 transcripts are in ``test_dashscope_model.py``,
+Provider-specific request bodies and the recorded transcripts are in ``test_dashscope_model.py``,
 ``test_deepseek_model.py`` and ``test_moonshot_model.py``.
 """
 

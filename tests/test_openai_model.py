@@ -16,8 +16,18 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
-from provider_kit import MSGS, Sink, call_cancelled_after, open_connections, start_server
+from provider_kit import (
+    MSGS,
+    ROLE,
+    Sink,
+    busy,
+    call_cancelled_after,
+    open_connections,
+    start_server,
+    text_of,
+)
 
 from trioagent.credential import OpenAICredential
 from trioagent.exception import (
@@ -46,6 +56,7 @@ from trioagent.testing import (
     OpenAICompatibleServer,
     ScriptedError,
     ScriptedReply,
+    ScriptedResponse,
     ScriptedSSE,
     ScriptedToolCall,
 )
@@ -76,7 +87,7 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dic
     }
 
 
-# reference/model.md §8.1: text + trailing usage-only chunk
+# A recorded stream: text + trailing usage-only chunk
 O1 = [
     chunk({"role": "assistant", "content": ""}, usage=None),
     chunk({"content": "Hello"}, usage=None),
@@ -97,7 +108,7 @@ O1 = [
     },
 ]
 
-# reference/model.md §8.2: two parallel tool calls, argument fragments keyed by index
+# A recorded stream: two parallel tool calls, argument fragments keyed by index
 O2 = [
     chunk(
         {
@@ -782,3 +793,145 @@ async def test_injected_client_is_used_and_left_open(server: OpenAICompatibleSer
         await model(MSGS)
         await model.aclose()
         assert not client.is_closed
+
+
+# -- odd but valid chunks --------------------------------------------------------------------
+
+
+async def test_null_error_field_is_not_an_error(server: OpenAICompatibleServer) -> None:
+    server.push(ScriptedSSE(events=[chunk({"content": "fine"}, error=None)]))
+
+    async with server.chat_model() as m:
+        final = await m(MSGS)
+
+    assert text_of(final) == "fine"
+
+
+# -- provider text in error messages is redacted ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("data: {" + "x" * 190 + KEY + "\n\n", id="unparseable"),
+        pytest.param(f"data: {json.dumps(['x' * 188 + KEY])}\n\n", id="not-an-object"),
+    ],
+)
+async def test_bad_chunk_error_quotes_the_chunk_redacted_before_the_cut(
+    server: OpenAICompatibleServer, line: str
+) -> None:
+    """The key spans the 200-character cut: only redacting before cutting hides its first
+    half (a later redaction of the message cannot recognise half a key)."""
+    server.push(ScriptedSSE(events=[chunk({"content": "Hi"}), line]))
+
+    async with server.chat_model(max_retries=0) as m:
+        with pytest.raises(ModelStreamError) as info:
+            await m(MSGS)
+
+    assert "x" * 20 in info.value.message
+    assert KEY[:8] not in str(info.value)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_provider_error_code_is_redacted(
+    server: OpenAICompatibleServer, stream: bool
+) -> None:
+    server.push(ScriptedError(status=400, message="bad", code=f"key_{KEY}"))
+
+    async with server.chat_model(stream=stream) as m:
+        with pytest.raises(ModelInvalidRequestError) as info:
+            await m(MSGS)
+
+    assert info.value.code == "key_***"
+    assert KEY not in str(info.value)
+
+
+async def test_error_event_code_is_redacted(server: OpenAICompatibleServer) -> None:
+    server.push(ScriptedSSE(events=[ROLE, {"error": {"message": "no", "code": f"c_{KEY}"}}]))
+
+    async with server.chat_model() as m:
+        with pytest.raises(ModelUpstreamError) as info:
+            await m(MSGS)
+
+    assert info.value.code == "c_***"
+
+
+# -- malformed chunks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        pytest.param({"choices": [None]}, "'choices[0]' is not an object", id="choice-null"),
+        pytest.param(
+            {"choices": [{"delta": f"text {KEY}"}]}, "'delta' is not an object", id="delta-text"
+        ),
+        pytest.param({"choices": {"0": {}}}, "'choices' is not a list", id="choices-object"),
+        pytest.param(
+            {"choices": [{"delta": {"tool_calls": [{"index": "x"}]}}]},
+            "a tool call's 'index' is not a number",
+            id="index-x",
+        ),
+        pytest.param({"choices": [], "usage": "n/a"}, "'usage' is not an object", id="usage-text"),
+        pytest.param(
+            {"choices": [], "usage": {"prompt_tokens": "n/a"}},
+            "invalid literal for int()",
+            id="usage-count-text",
+        ),
+        pytest.param(
+            {"choices": [{"delta": {"tool_calls": "call"}}]},
+            "'tool_calls' is not a list",
+            id="tool-calls-text",
+        ),
+        pytest.param(
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]},
+            "a tool call's 'function' is not an object",
+            id="function-text",
+        ),
+        pytest.param(
+            {"choices": [{"delta": {"tool_calls": [{"function": {"name": 7}}]}}]},
+            "a tool call's name is not a string",
+            id="name-number",
+        ),
+    ],
+)
+async def test_malformed_chunk_is_a_stream_error_naming_the_model(
+    server: OpenAICompatibleServer, bad: dict[str, Any], reason: str
+) -> None:
+    server.push(ScriptedSSE(events=[ROLE, {"id": "c", **bad}]), "unused")
+
+    async with server.chat_model("gpt-edge", max_retries=3, retry_delay=0.001) as m:
+        with pytest.raises(ModelStreamError) as info:
+            await m(MSGS)
+        assert busy(m) == []
+
+    message = info.value.message
+    assert message.startswith(f"malformed chunk in the answer of 'gpt-edge' ({reason}")
+    assert '"choices"' in message  # a short excerpt of the chunk
+    assert KEY not in message
+    assert info.value.__cause__ is None  # the parser's exception may quote the chunk
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"choices": [{"message": "text"}]}, id="message-text"),
+        pytest.param({"choices": [{"message": {"tool_calls": [None]}}]}, id="tool-call-null"),
+        pytest.param({"choices": "none"}, id="choices-text"),
+    ],
+)
+async def test_malformed_completion_is_an_upstream_error_naming_the_model(
+    server: OpenAICompatibleServer, body: dict[str, Any]
+) -> None:
+    server.add_route("POST", "/v1/bad/chat/completions", lambda r: ScriptedResponse.json(body))
+    credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/bad")
+
+    async with OpenAIChatModel("gpt-edge", credential=credential, stream=False) as m:
+        with pytest.raises(
+            ModelUpstreamError, match="malformed completion in the answer of 'gpt-edge'"
+        ) as info:
+            await m(MSGS)
+
+    assert not info.value.retryable
+    assert len(server.requests) == 1

@@ -1,7 +1,7 @@
 """OpenAIResponseModel (trioagent/model/_openai_response.py) over the real loopback server.
 
 The Responses endpoint is a custom route of ``serve_openai_compatible`` (``POST
-/v1/responses``) replaying scripted bodies — the §8.10 transcript byte for byte — over real
+/v1/responses``) replaying scripted bodies — a recorded transcript byte for byte — over real
 sockets, HTTP/1.1 and SSE parsing; httpx is never patched.  Tests with backoff sleeps use
 ``autojump_clock``.
 """
@@ -51,7 +51,7 @@ from trioagent.types import FinishedReason, ToolChoice
 
 KEY = "sk-test-resp-0123456789"
 
-# reference/model.md §8.10, verbatim (one event/data pair per SSE event)
+# A recorded stream, verbatim (one event/data pair per SSE event)
 R1_WIRE = r"""event: response.created
 data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1,"status":"in_progress","model":"o4-mini","output":[],"parallel_tool_calls":true,"tool_choice":"auto","tools":[]}}
 event: response.output_item.added

@@ -1,4 +1,4 @@
-"""``ScriptedModel`` and its chunk helpers (trioagent/testing/_scripted.py): DESIGN.md §7."""
+"""``ScriptedModel`` and its chunk helpers (trioagent/testing/_scripted.py)."""
 
 from __future__ import annotations
 

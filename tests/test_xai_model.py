@@ -178,7 +178,7 @@ async def test_non_stream_completion(server: OpenAICompatibleServer) -> None:
     assert (final.usage.input_tokens, final.usage.output_tokens) == (10, 12)
 
 
-# -- retries: every xAI error is retryable (reference §1.9) ------------------------------------
+# -- retries: every xAI error is retryable (as AgentScope) -------------------------------------
 
 
 async def test_400_is_retried_then_succeeds(

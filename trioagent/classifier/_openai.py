@@ -23,7 +23,7 @@ import trio
 
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
-from .._http import send_request
+from .._http import bearer_headers, send_request
 from ..credential import OpenAICredential
 from ..exception import ModelTimeoutError
 from ..message import Base64Source, DataBlock, TextBlock
@@ -97,12 +97,9 @@ class OpenAIClassifierModel(ClassifierModelBase):
         self, state: ClassifierInput, questions: Mapping[str, Question], **kwargs: JSONValue
     ) -> ClassifierResponse:
         body = self.build_body(state, questions, **kwargs)
-        headers = {
-            "Authorization": f"Bearer {self.credential.get_api_key()}",
-            "Accept": "application/json",
-        }
-        if organization := self.credential.get_organization():
-            headers["OpenAI-Organization"] = organization
+        headers = bearer_headers(
+            self.credential.get_api_key(), organization=self.credential.get_organization()
+        )
         url = f"{self.credential.get_base_url()}/decisions"
         request = self.http_client.build_request("POST", url, json=body, headers=headers)
         start = trio.current_time()

@@ -36,7 +36,7 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase, MultiAgentFormatterBase
+from ._base import MultiAgentFormatterBase, PerMessageFormatter
 
 __all__ = ["AnthropicChatFormatter", "AnthropicMultiAgentFormatter", "MiniMaxChatFormatter"]
 
@@ -53,7 +53,7 @@ def _has_text(text: str) -> bool:
     return bool(text.strip())
 
 
-class AnthropicChatFormatter(FormatterBase):
+class AnthropicChatFormatter(PerMessageFormatter):
     """Formats messages for the Anthropic Messages API (``POST /v1/messages``).
 
     Media: images (jpeg, png, gif, webp) as ``image`` blocks and PDFs as ``document`` blocks,
@@ -67,12 +67,6 @@ class AnthropicChatFormatter(FormatterBase):
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", "application/pdf")
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None

@@ -101,24 +101,6 @@ class FormatterBase:
         if not isinstance(msgs, list) or not all(isinstance(m, Msg) for m in msgs):
             raise TypeError(f"expected a list of Msg, got {type(msgs).__name__}")
 
-    # -- message by message ------------------------------------------------------------------
-
-    async def _format_each(
-        self, msgs: Sequence[Msg], http_client: httpx.AsyncClient | None
-    ) -> list[JSONObject]:
-        """``msgs`` formatted one by one with :meth:`_format_msg` (for formatters that map
-        each ``Msg`` on its own)."""
-        out: list[JSONObject] = []
-        for msg in msgs:
-            await self._format_msg(msg, out, http_client)
-        return out
-
-    async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
-    ) -> None:
-        """Append the provider messages for ``msg`` to ``out`` (see :meth:`_format_each`)."""
-        raise NotImplementedError
-
     # -- content parts -----------------------------------------------------------------------
 
     async def format_data_block(
@@ -274,6 +256,26 @@ class FormatterBase:
         return groups
 
 
+class PerMessageFormatter(FormatterBase):
+    """A formatter that maps each ``Msg`` on its own: :meth:`format` appends what
+    :meth:`_format_msg` makes of each message, in order."""
+
+    async def format(
+        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+    ) -> list[JSONObject]:
+        self.assert_list_of_msgs(msgs)
+        out: list[JSONObject] = []
+        for msg in msgs:
+            await self._format_msg(msg, out, http_client)
+        return out
+
+    async def _format_msg(
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+    ) -> None:
+        """Append the provider messages for ``msg`` to ``out``."""
+        raise NotImplementedError
+
+
 _ChatT = TypeVar("_ChatT", bound=FormatterBase)
 
 
@@ -317,8 +319,31 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
         is_first: bool,
         http_client: httpx.AsyncClient | None,
     ) -> JSONObject | None:
-        """The message for a run of plain messages (``None``: nothing to send)."""
-        raise NotImplementedError
+        """The message for a run of plain messages (``None``: nothing to send).
+
+        Default (OpenAI chat and Responses): one user message, the ``name: text`` lines
+        inside ``<history>`` tags (after ``conversation_history_prompt`` when ``is_first``)
+        as one text part of the chat formatter's ``text_part_type``, followed by the run's
+        media parts; ``None`` when there is neither.
+        """
+        lines: list[str] = []
+        media: list[JSONObject] = []
+        for msg in group:
+            for block in msg.content:
+                match block:
+                    case TextBlock():
+                        lines.append(f"{msg.name}: {block.text}")
+                    case DataBlock():
+                        part = await chat.format_data_block(block, http_client)
+                        if part is not None:
+                            media.append(part)
+        content: list[JSONObject] = []
+        if lines:
+            prompt = self.conversation_history_prompt if is_first else ""
+            text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
+            content.append({"type": chat.text_part_type, "text": text})
+        content.extend(media)
+        return {"role": "user", "content": content} if content else None
 
     async def format(
         self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None

@@ -36,7 +36,7 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase, MultiAgentFormatterBase
+from ._base import MultiAgentFormatterBase, PerMessageFormatter
 
 __all__ = ["THOUGHT_SIGNATURE_PREFIX", "GeminiChatFormatter", "GeminiMultiAgentFormatter"]
 
@@ -73,7 +73,7 @@ def _thought_signature(call_id: str) -> bytes | None:
             return None
 
 
-class GeminiChatFormatter(FormatterBase):
+class GeminiChatFormatter(PerMessageFormatter):
     """Formats messages for Gemini ``generateContent`` (as google-genai content dicts).
 
     Media (images, audio, video, PDF) is sent inline as ``inline_data`` — remote URLs are
@@ -91,12 +91,6 @@ class GeminiChatFormatter(FormatterBase):
         "video/*",
         "application/pdf",
     )
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        return await self._format_each(msgs, http_client)
 
     @staticmethod
     def role_of(msg: Msg) -> str:

@@ -28,7 +28,12 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
+from ._base import (
+    DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    FormatterBase,
+    MultiAgentFormatterBase,
+    PerMessageFormatter,
+)
 
 __all__ = [
     "DEFAULT_CONVERSATION_HISTORY_PROMPT",
@@ -79,7 +84,7 @@ def _arguments(block: ToolCallBlock) -> JSONObject:
         return {}
 
 
-class OllamaChatFormatter(_OllamaFormatterBase):
+class OllamaChatFormatter(PerMessageFormatter, _OllamaFormatterBase):
     """Formats messages for Ollama's ``POST /api/chat``.
 
     Per message: text blocks are collected into one string content and images into
@@ -90,12 +95,6 @@ class OllamaChatFormatter(_OllamaFormatterBase):
     and sent in a following user message once the run of tool results ends; a hint flushes
     and becomes a user message; thinking is dropped.
     """
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 import httpx
@@ -29,7 +28,11 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
+from ._base import (
+    DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    MultiAgentFormatterBase,
+    PerMessageFormatter,
+)
 
 __all__ = [
     "DEFAULT_CONVERSATION_HISTORY_PROMPT",
@@ -57,10 +60,7 @@ def api_name(name: str | None) -> str | None:
     return _NAME_BAD_RUN.sub("_", name).strip("_") or None
 
 
-_FormatDataBlock = Callable[[DataBlock, httpx.AsyncClient | None], Awaitable[JSONObject | None]]
-
-
-class OpenAIChatFormatter(FormatterBase):
+class OpenAIChatFormatter(PerMessageFormatter):
     """Formats messages for OpenAI Chat Completions (``POST /chat/completions``).
 
     Media: images as ``image_url`` (remote URLs passed through, base64 and ``file://`` as a
@@ -76,12 +76,6 @@ class OpenAIChatFormatter(FormatterBase):
     )
     #: ``name`` of the user message that carries media promoted from tool results.
     promoted_media_name: ClassVar[str | None] = "system-reminder"
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
@@ -250,43 +244,3 @@ class OpenAIMultiAgentFormatter(MultiAgentFormatterBase[OpenAIChatFormatter]):
 
     def _chat_formatter(self) -> OpenAIChatFormatter:
         return OpenAIChatFormatter(input_types=self.input_types)
-
-    async def _history_message(
-        self,
-        chat: OpenAIChatFormatter,
-        group: list[Msg],
-        is_first: bool,
-        http_client: httpx.AsyncClient | None,
-    ) -> JSONObject | None:
-        prompt = self.conversation_history_prompt if is_first else ""
-        return await history_then_media(group, prompt, chat.format_data_block, http_client)
-
-
-async def history_then_media(
-    group: list[Msg],
-    prompt: str,
-    format_data_block: _FormatDataBlock,
-    http_client: httpx.AsyncClient | None,
-    *,
-    text_type: str = "text",
-) -> JSONObject | None:
-    """One user message for a run of plain messages (OpenAI chat and Responses): the
-    ``name: text`` lines inside ``<history>`` tags, after ``prompt``, as one ``text_type``
-    part, followed by the run's media parts; ``None`` when there is neither."""
-    lines: list[str] = []
-    media: list[JSONObject] = []
-    for msg in group:
-        for block in msg.content:
-            match block:
-                case TextBlock():
-                    lines.append(f"{msg.name}: {block.text}")
-                case DataBlock():
-                    part = await format_data_block(block, http_client)
-                    if part is not None:
-                        media.append(part)
-    content: list[JSONObject] = []
-    if lines:
-        text = prompt + "<history>\n" + "\n".join(lines) + "\n</history>"
-        content.append({"type": text_type, "text": text})
-    content.extend(media)
-    return {"role": "user", "content": content} if content else None

@@ -38,8 +38,7 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import FormatterBase, MultiAgentFormatterBase
-from ._openai import history_then_media
+from ._base import MultiAgentFormatterBase, PerMessageFormatter
 
 __all__ = ["OpenAIResponseFormatter", "OpenAIResponseMultiAgentFormatter"]
 
@@ -48,7 +47,7 @@ logger = logging.getLogger("trioagent.formatter")
 _PDF = "application/pdf"
 
 
-class OpenAIResponseFormatter(FormatterBase):
+class OpenAIResponseFormatter(PerMessageFormatter):
     """Formats messages as OpenAI Responses API input items (``POST /responses``).
 
     Media: images as ``input_image`` (remote URLs passed through, base64 and ``file://`` as a
@@ -60,12 +59,6 @@ class OpenAIResponseFormatter(FormatterBase):
 
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", _PDF)
     text_part_type: ClassVar[str] = "input_text"
-
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        return await self._format_each(msgs, http_client)
 
     async def _format_msg(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
@@ -222,15 +215,3 @@ class OpenAIResponseMultiAgentFormatter(MultiAgentFormatterBase[OpenAIResponseFo
 
     def _chat_formatter(self) -> OpenAIResponseFormatter:
         return OpenAIResponseFormatter(input_types=self.input_types)
-
-    async def _history_message(
-        self,
-        chat: OpenAIResponseFormatter,
-        group: list[Msg],
-        is_first: bool,
-        http_client: httpx.AsyncClient | None,
-    ) -> JSONObject | None:
-        prompt = self.conversation_history_prompt if is_first else ""
-        return await history_then_media(
-            group, prompt, chat.format_data_block, http_client, text_type="input_text"
-        )

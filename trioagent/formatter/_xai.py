@@ -45,7 +45,12 @@ from ..message import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._base import DEFAULT_CONVERSATION_HISTORY_PROMPT, FormatterBase, MultiAgentFormatterBase
+from ._base import (
+    DEFAULT_CONVERSATION_HISTORY_PROMPT,
+    FormatterBase,
+    MultiAgentFormatterBase,
+    PerMessageFormatter,
+)
 
 __all__ = ["DEFAULT_CONVERSATION_HISTORY_PROMPT", "XAIChatFormatter", "XAIMultiAgentFormatter"]
 
@@ -83,7 +88,7 @@ class _XAIFormatterBase(FormatterBase):
         return {"type": "image_url", "image_url": {"url": url}}
 
 
-class XAIChatFormatter(_XAIFormatterBase):
+class XAIChatFormatter(PerMessageFormatter, _XAIFormatterBase):
     """Formats messages for xAI's chat completions (see the module docstring for the mapping).
 
     System messages become one string; user messages a list of text and ``image_url`` parts
@@ -93,20 +98,16 @@ class XAIChatFormatter(_XAIFormatterBase):
     message.
     """
 
-    async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
-    ) -> list[JSONObject]:
-        self.assert_list_of_msgs(msgs)
-        out: list[JSONObject] = []
-        for msg in msgs:
-            if msg.role == "system":
-                texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
-                out.append({"role": "system", "content": "\n".join(texts)})
-            elif msg.role == "user":
-                await self._format_user(msg, out, http_client)
-            else:
-                await self._format_assistant(msg, out, http_client)
-        return out
+    async def _format_msg(
+        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+    ) -> None:
+        if msg.role == "system":
+            texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
+            out.append({"role": "system", "content": "\n".join(texts)})
+        elif msg.role == "user":
+            await self._format_user(msg, out, http_client)
+        else:
+            await self._format_assistant(msg, out, http_client)
 
     async def _format_user(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None

@@ -29,7 +29,7 @@ from ..exception import (
 )
 from ..message import TextBlock, ThinkingBlock, ToolCallBlock
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._wire import json_list, json_object, json_text
+from ._wire import StreamParser, json_list, json_object, json_text
 
 __all__ = ["AnthropicStreamParser", "stream_error"]
 
@@ -105,7 +105,7 @@ class _Block:
     has_input: bool = False
 
 
-class AnthropicStreamParser:
+class AnthropicStreamParser(StreamParser):
     """Turns Messages-API stream events into delta chunks (sans-IO, one parser per call).
 
     * ``message_start`` sets the response id and usage (input, output, cache creation, cache
@@ -131,10 +131,8 @@ class AnthropicStreamParser:
     """
 
     def __init__(self, start: float, *, redact: Redact | None = None) -> None:
-        self.start = start
+        super().__init__(start)
         self.redact = redact
-        self.response_id = generate_id()
-        self.usage: ChatUsage | None = None
         self.done = False
         self._raw_usage: JSONObject = {}
         self._blocks: dict[int, _Block] = {}
@@ -151,7 +149,7 @@ class AnthropicStreamParser:
                 message = json_object(payload.get("message") or {}, "'message'")
                 self.response_id = message.get("id") or self.response_id
                 self._set_usage(json_object(message.get("usage") or {}, "'usage'"))
-                return [self._chunk([])]
+                return [self.delta([])]
             case "content_block_start":
                 return self._block_start(payload)
             case "content_block_delta":
@@ -165,7 +163,7 @@ class AnthropicStreamParser:
                 metadata = {}
                 if delta.get("stop_reason"):
                     metadata["stop_reason"] = delta["stop_reason"]
-                return [self._chunk([], metadata)]
+                return [self.delta([], metadata)]
             case "message_stop":
                 self.done = True
             case "error":
@@ -178,17 +176,6 @@ class AnthropicStreamParser:
         self._raw_usage.update({k: v for k, v in raw.items() if v is not None})
         self.usage = _usage(self._raw_usage, trio.current_time() - self.start)
 
-    def _chunk(
-        self, blocks: list[ResponseBlock], metadata: JSONObject | None = None
-    ) -> ChatResponse:
-        return ChatResponse(
-            content=blocks,
-            is_last=False,
-            id=self.response_id,
-            usage=self.usage,
-            metadata=metadata or {},
-        )
-
     def _block_start(self, payload: Mapping[str, JSONValue]) -> list[ChatResponse]:
         index = int(payload.get("index") or 0)
         raw = json_object(payload.get("content_block") or {}, "'content_block'")
@@ -199,7 +186,7 @@ class AnthropicStreamParser:
                 text = raw.get(kind)
                 signature = raw.get("signature") if kind == "thinking" else None
                 if text or signature:
-                    return [self._chunk([self._fragment(block, text or "", signature)])]
+                    return [self.delta([self._fragment(block, text or "", signature)])]
             case "tool_use":
                 call_id = str(raw.get("id") or f"toolu_{generate_id()}")
                 name = json_text(raw.get("name"), "a tool call's name") or ""
@@ -208,7 +195,7 @@ class AnthropicStreamParser:
                 text = json.dumps(initial, ensure_ascii=False) if initial else ""
                 block.has_input = bool(text)
                 call = ToolCallBlock(id=block.id, name=block.name, input=text)
-                return [self._chunk([call])]
+                return [self.delta([call])]
             case "redacted_thinking":
                 block = self._blocks[index] = _Block(kind, generate_id())
                 thinking = ThinkingBlock(
@@ -216,7 +203,7 @@ class AnthropicStreamParser:
                     id=block.id,
                     extra={"redacted_thinking_data": str(raw.get("data") or "")},
                 )
-                return [self._chunk([thinking])]
+                return [self.delta([thinking])]
             case _:
                 # Server tools (web search results, ...) are not represented; skip them.
                 logger.debug("ignoring a %r content block in the stream", kind)
@@ -236,25 +223,25 @@ class AnthropicStreamParser:
         match delta_type:
             case "text_delta":
                 if text := str(delta.get("text") or ""):
-                    return [self._chunk([TextBlock(text=text, id=block.id)])]
+                    return [self.delta([TextBlock(text=text, id=block.id)])]
             case "thinking_delta":
                 if thinking := str(delta.get("thinking") or ""):
-                    return [self._chunk([self._fragment(block, thinking)])]
+                    return [self.delta([self._fragment(block, thinking)])]
             case "signature_delta":
                 signature = str(delta.get("signature") or "")
-                return [self._chunk([self._fragment(block, "", signature)])]
+                return [self.delta([self._fragment(block, "", signature)])]
             case _:  # input_json_delta
                 fragment = str(delta.get("partial_json") or "")
                 block.has_input = block.has_input or bool(fragment)
                 call = ToolCallBlock(id=block.id, name=block.name, input=fragment)
-                return [self._chunk([call])]
+                return [self.delta([call])]
         return []
 
     def _block_stop(self, payload: Mapping[str, JSONValue]) -> list[ChatResponse]:
         block = self._blocks.get(int(payload.get("index") or 0))
         if block is not None and block.kind == "tool_use" and not block.has_input:
             block.has_input = True
-            return [self._chunk([ToolCallBlock(id=block.id, name=block.name, input="{}")])]
+            return [self.delta([ToolCallBlock(id=block.id, name=block.name, input="{}")])]
         return []
 
     def _block(self, index: int, kind: str) -> _Block:

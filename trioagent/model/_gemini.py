@@ -63,7 +63,7 @@ from ._gemini_schema import function_declaration, to_gemini_rest
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import ProviderChatModel, ProviderOptions
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._wire import json_list, json_object, parse_stream_unit, parse_whole_body
+from ._wire import StreamParser, json_list, json_object, parse_stream_unit, parse_whole_body
 
 __all__ = [
     "GeminiChatModel",
@@ -192,7 +192,7 @@ def _signature_id(signature: str) -> str:
     return THOUGHT_SIGNATURE_PREFIX + base64.b64encode(raw).decode("ascii")
 
 
-class GeminiStreamParser:
+class GeminiStreamParser(StreamParser):
     """Turns ``GenerateContentResponse`` objects (REST JSON) into delta chunks.
 
     One parser per call: it fixes the text and thinking block ids (one block of each per
@@ -207,11 +207,9 @@ class GeminiStreamParser:
     """
 
     def __init__(self, start: float) -> None:
-        self.start = start
-        self.response_id = generate_id()
+        super().__init__(start)
         self.text_id = generate_id()
         self.thinking_id = generate_id()
-        self.usage: ChatUsage | None = None
         self.finished = False
 
     def parse(self, chunk: JSONObject) -> ChatResponse | None:
@@ -238,13 +236,7 @@ class GeminiStreamParser:
             metadata["block_reason"] = feedback["blockReason"]
             self.finished = True
         if blocks or self.usage or metadata:
-            return ChatResponse(
-                content=blocks,
-                is_last=False,
-                id=self.response_id,
-                usage=self.usage,
-                metadata=metadata,
-            )
+            return self.delta(blocks, metadata)
         return None
 
     def _block(self, part: JSONObject) -> ResponseBlock | None:

@@ -44,7 +44,14 @@ from ..types import ToolChoice
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import ProviderChatModel, ProviderOptions
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
+from ._wire import (
+    StreamParser,
+    json_list,
+    json_object,
+    json_text,
+    parse_stream_unit,
+    parse_whole_body,
+)
 
 __all__ = [
     "NDJSONDecoder",
@@ -129,7 +136,7 @@ def _arguments_text(arguments: JSONValue) -> str:
     return json.dumps(arguments)
 
 
-class OllamaStreamParser:
+class OllamaStreamParser(StreamParser):
     """Turns Ollama ``/api/chat`` objects into delta chunks.
 
     One parser per call: the text and thinking block ids and the response id are fixed per
@@ -145,8 +152,7 @@ class OllamaStreamParser:
     """
 
     def __init__(self, start: float) -> None:
-        self.start = start
-        self.response_id = generate_id()
+        super().__init__(start)
         self.text_id = generate_id()
         self.thinking_id = generate_id()
 
@@ -188,13 +194,9 @@ class OllamaStreamParser:
     def parse(self, chunk: JSONObject) -> ChatResponse:
         """The delta for one line (a carrier when it holds no content)."""
         message = chunk.get("message")
-        return ChatResponse(
-            content=self._blocks(json_object(message or {}, "'message'"), stream=True),
-            is_last=False,
-            id=self.response_id,
-            usage=self._usage(chunk),
-            metadata=self._metadata(chunk),
-        )
+        blocks = self._blocks(json_object(message or {}, "'message'"), stream=True)
+        self.usage = self._usage(chunk)
+        return self.delta(blocks, self._metadata(chunk))
 
     def parse_completion(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (usage only if both counts are

@@ -42,7 +42,14 @@ from ._accumulator import wav_header
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import CredentialT, ParametersT, ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
+from ._wire import (
+    StreamParser,
+    json_list,
+    json_object,
+    json_text,
+    parse_stream_unit,
+    parse_whole_body,
+)
 
 __all__ = [
     "ChatCompletionsModel",
@@ -101,7 +108,7 @@ def _pcm_to_wav_b64(data: str, *, streaming: bool) -> str:
     return base64.b64encode(header + pcm).decode("ascii")
 
 
-class OpenAIStreamParser:
+class OpenAIStreamParser(StreamParser):
     """Turns OpenAI-compatible ``chat.completion.chunk`` objects into delta chunks.
 
     One parser per call: it fixes the text, thinking and audio block ids (one block of each per
@@ -116,14 +123,12 @@ class OpenAIStreamParser:
     """
 
     def __init__(self, start: float, *, cache: Literal["openai", "deepseek"] = "openai") -> None:
-        self.start = start
+        super().__init__(start)
         self.cache: Literal["openai", "deepseek"] = cache
-        self.response_id = generate_id()
         self.text_id = generate_id()
         self.thinking_id = generate_id()
         self.audio_id = generate_id()
         self.tool_calls: dict[int, tuple[str, str]] = {}
-        self.usage: ChatUsage | None = None
         self._audio_started = False
 
     def parse(self, chunk: JSONObject) -> ChatResponse | None:
@@ -133,7 +138,7 @@ class OpenAIStreamParser:
             self.usage = _usage(chunk["usage"], trio.current_time() - self.start, self.cache)
         choices = json_list(chunk.get("choices"), "'choices'")
         if not choices:
-            return self._delta([], {}) if self.usage else None
+            return self.delta([], {}) if self.usage else None
         choice = json_object(choices[0], "'choices[0]'")
         delta = json_object(choice.get("delta") or {}, "'delta'")
         blocks: list[ResponseBlock] = []
@@ -161,7 +166,7 @@ class OpenAIStreamParser:
             blocks.append(self._tool_call(json_object(call, "a tool call")))
         metadata = {"finish_reason": choice["finish_reason"]} if choice.get("finish_reason") else {}
         if blocks or self.usage or metadata:
-            return self._delta(blocks, metadata)
+            return self.delta(blocks, metadata)
         return None
 
     def _tool_call(self, call: JSONObject) -> ToolCallBlock:
@@ -180,15 +185,6 @@ class OpenAIStreamParser:
         # must not split it in two.
         stored_id, stored_name = self.tool_calls[index]
         return ToolCallBlock(id=stored_id, name=name or stored_name, input=arguments or "")
-
-    def _delta(self, blocks: list[ResponseBlock], metadata: JSONObject) -> ChatResponse:
-        return ChatResponse(
-            content=blocks,
-            is_last=False,
-            id=self.response_id,
-            usage=self.usage,
-            metadata=metadata,
-        )
 
     def parse_completion(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (a body of the wrong shape raises as
@@ -432,15 +428,7 @@ async def stream_chat_completions(
         if not isinstance(payload.get("choices"), list):
             return False  # not a completion: stream_sse raises with an excerpt
         response = _parse_completion(parser, payload, model=model, redact=redact)
-        await send.send(
-            ChatResponse(
-                content=response.content,
-                is_last=False,
-                id=response.id,
-                usage=response.usage,
-                metadata=response.metadata,
-            )
-        )
+        await send.send(attrs.evolve(response, is_last=False))
         return True
 
     if not await stream_sse(client, request, handle, redact=redact, json_body=whole):

@@ -41,7 +41,14 @@ from ._openai import ReasoningEffort, openai_headers
 from ._params import in_range, positive_or_none, present
 from ._provider import ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-from ._wire import json_list, json_object, json_text, parse_stream_unit, parse_whole_body
+from ._wire import (
+    StreamParser,
+    json_list,
+    json_object,
+    json_text,
+    parse_stream_unit,
+    parse_whole_body,
+)
 
 __all__ = ["OpenAIResponseModel", "OpenAIResponseParameters", "OpenAIResponseStreamParser"]
 
@@ -129,7 +136,7 @@ def _error_from_event(payload: JSONObject, *, redact: Redact) -> ModelUpstreamEr
     )
 
 
-class OpenAIResponseStreamParser:
+class OpenAIResponseStreamParser(StreamParser):
     """Turns Responses API stream events into delta chunks.
 
     One parser per call.  Block ids are allocated per output item and part: a reasoning item
@@ -147,15 +154,13 @@ class OpenAIResponseStreamParser:
     """
 
     def __init__(self, start: float) -> None:
-        self.start = start
-        self.response_id = generate_id()
+        super().__init__(start)
         #: item id -> (event key -> block id), in allocation order.
         self.thinking_ids: dict[str, dict[tuple[str, int], str]] = {}
         self.text_ids: dict[tuple[str, int], str] = {}
         #: function-call item id -> (call id, name).
         self.calls: dict[str, tuple[str, str]] = {}
         self.calls_sent: set[str] = set()
-        self.usage: ChatUsage | None = None
         #: Whether the terminal event (``response.completed`` / ``.incomplete``) was seen.
         self.done = False
 
@@ -179,7 +184,7 @@ class OpenAIResponseStreamParser:
                     return None
                 key = (str(payload.get("item_id") or ""), int(payload.get("content_index") or 0))
                 block_id = self.text_ids.setdefault(key, generate_id())
-                return self._delta([TextBlock(text=delta, id=block_id)])
+                return self.delta([TextBlock(text=delta, id=block_id)])
             case "response.output_item.added":
                 item = json_object(payload.get("item") or {}, "'item'")
                 if item.get("type") == "function_call":
@@ -191,7 +196,7 @@ class OpenAIResponseStreamParser:
                 if call is None or not delta:
                     return None
                 self.calls_sent.add(str(payload.get("item_id")))
-                return self._delta([ToolCallBlock(id=call[0], name=call[1], input=delta)])
+                return self.delta([ToolCallBlock(id=call[0], name=call[1], input=delta)])
             case "response.function_call_arguments.done":
                 item_id = str(payload.get("item_id"))
                 call = self.calls.get(item_id)
@@ -199,7 +204,7 @@ class OpenAIResponseStreamParser:
                     return None
                 self.calls_sent.add(item_id)
                 arguments = payload.get("arguments") or "{}"
-                return self._delta([ToolCallBlock(id=call[0], name=call[1], input=arguments)])
+                return self.delta([ToolCallBlock(id=call[0], name=call[1], input=arguments)])
             case "response.completed" | "response.incomplete":
                 self.done = True
                 return self._finish(json_object(payload.get("response") or {}, "'response'"))
@@ -212,7 +217,7 @@ class OpenAIResponseStreamParser:
         item_ids = self.thinking_ids.setdefault(str(payload.get("item_id") or ""), {})
         key = (str(payload["type"]), int(payload.get(index_key) or 0))
         block_id = item_ids.setdefault(key, generate_id())
-        return self._delta([ThinkingBlock(thinking=delta, id=block_id)])
+        return self.delta([ThinkingBlock(thinking=delta, id=block_id)])
 
     def _remember_call(self, item: JSONObject) -> None:
         item_id = str(item.get("id") or "")
@@ -249,18 +254,7 @@ class OpenAIResponseStreamParser:
                     call_id, name = self.calls[item_id]
                     arguments = item.get("arguments") or "{}"
                     blocks.append(ToolCallBlock(id=call_id, name=name, input=arguments))
-        return self._delta(blocks, _finish_metadata(response))
-
-    def _delta(
-        self, blocks: list[ResponseBlock], metadata: JSONObject | None = None
-    ) -> ChatResponse:
-        return ChatResponse(
-            content=blocks,
-            is_last=False,
-            id=self.response_id,
-            usage=self.usage,
-            metadata=metadata or {},
-        )
+        return self.delta(blocks, _finish_metadata(response))
 
     def parse_response(self, body: JSONObject) -> ChatResponse:
         """The complete response of a non-streaming call (a body of the wrong shape raises

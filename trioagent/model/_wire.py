@@ -1,4 +1,5 @@
-"""Checked reads of a provider's decoded JSON, shared by the stream parsers.
+"""What the stream parsers share: checked reads of a provider's decoded JSON, and the
+per-call state every parser keeps (:class:`StreamParser`).
 
 A parser reads the wire JSON with :func:`json_object`, :func:`json_list` and
 :func:`json_text`, which raise ``ValueError`` naming what had the wrong shape; any other
@@ -12,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import Redact, excerpt
 from ..exception import ModelStreamError, ModelUpstreamError
+from ._response import ChatResponse, ChatUsage, ResponseBlock
 
 __all__ = [
     "MALFORMED",
+    "StreamParser",
     "json_list",
     "json_object",
     "json_text",
@@ -32,6 +36,29 @@ _T = TypeVar("_T")
 #: ``ValueError``; the others cover a shape they did not foresee).  The transport turns them
 #: into a :class:`~trioagent.exception.ModelError` naming the model.
 MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+
+
+class StreamParser:
+    """The state every provider's stream parser keeps for one call: when it started (for
+    ``usage.time``), the response id (a fresh one until the provider names its own) and the
+    latest usage reported; :meth:`delta` stamps both on a delta chunk."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.response_id = generate_id()
+        self.usage: ChatUsage | None = None
+
+    def delta(
+        self, blocks: list[ResponseBlock], metadata: JSONObject | None = None
+    ) -> ChatResponse:
+        """A delta chunk (``is_last=False``) of ``blocks`` with the response id and usage."""
+        return ChatResponse(
+            content=blocks,
+            is_last=False,
+            id=self.response_id,
+            usage=self.usage,
+            metadata=metadata or {},
+        )
 
 
 def json_object(value: JSONValue, what: str) -> JSONObject:

@@ -20,7 +20,7 @@ import trio
 
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
-from .._http import HTTPClientOwner, send_request
+from .._http import HTTPClientOwner, bearer_headers, send_request
 from ..credential import OpenAICredential
 from ..exception import ModelUpstreamError
 from ._embedding import (
@@ -115,12 +115,9 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         texts = [item for item in batch if isinstance(item, str)]
         if len(texts) != len(batch):  # pragma: no cover - the base rejects DataBlocks
             raise ValueError("OpenAIEmbeddingModel embeds text only")
-        headers = {
-            "Authorization": f"Bearer {self.credential.get_api_key()}",
-            "Accept": "application/json",
-        }
-        if organization := self.credential.get_organization():
-            headers["OpenAI-Organization"] = organization
+        headers = bearer_headers(
+            self.credential.get_api_key(), organization=self.credential.get_organization()
+        )
         url = f"{self.credential.get_base_url()}/embeddings"
         request = self.http_client.build_request(
             "POST", url, json=self.build_body(texts, **kwargs), headers=headers

@@ -1,12 +1,13 @@
-"""Adversarial edge cases for every formatter (trioagent/formatter/), beyond the golden cases.
+"""What every formatter (trioagent/formatter/) does with inputs beyond the golden cases.
 
 Every chat and multi-agent formatter gets inputs the golden cases (tests/golden_formatters.jsonl)
 do not cover: empty lists and messages, media that is missing, relative, remote, unsupported or
 not base64, tool results that hold media, interrupted (partial) tool calls, unparseable tool
 input, hints made of blocks, thinking with and without provider signatures, long and non-ASCII
 text, repeated roles, a system message in the middle and multi-agent speaker names with spaces
-and unicode.  The expected behaviour is reference/model.md §3 where it says something, otherwise
-what the provider API accepts without losing anything of the input.
+and unicode.  The expected behaviour is AgentScope's where it defines one, otherwise what the
+provider API accepts without losing anything of the input.  Edges of one provider's format are
+in that provider's test module.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import re
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -22,6 +22,15 @@ from typing import Any
 
 import httpx
 import pytest
+from formatter_kit import (
+    OPENAI_LIKE,
+    PNG_B64,
+    assert_tool_pairing,
+    dumped,
+    png_image,
+    search_call,
+    search_result,
+)
 
 from trioagent.formatter import (
     AnthropicChatFormatter,
@@ -53,8 +62,6 @@ from trioagent.message import (
     SystemMsg,
     TextBlock,
     ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
     URLSource,
     UserMsg,
 )
@@ -83,19 +90,8 @@ MULTI: list[type[FormatterBase]] = [
 ]
 ALL = CHAT + MULTI
 
-#: Chat formatters whose wire format is OpenAI Chat Completions (``tool_calls`` + ``tool``).
-OPENAI_LIKE = {
-    OpenAIChatFormatter,
-    DashScopeChatFormatter,
-    DeepSeekChatFormatter,
-    MoonshotChatFormatter,
-    XAIChatFormatter,
-}
-
 #: Accepted by every formatter: text and images (DeepSeek defaults to text only).
 WITH_IMAGES = ["text/plain", "image/*"]
-
-B64 = base64.b64encode(b"fake image bytes").decode()
 INTERRUPTED = "<system-reminder>The tool call has been interrupted by the user.</system-reminder>"
 
 chat_formatters = pytest.mark.parametrize("cls", CHAT, ids=lambda c: c.__name__)
@@ -103,27 +99,8 @@ all_formatters = pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
 multi_formatters = pytest.mark.parametrize("cls", MULTI, ids=lambda c: c.__name__)
 
 
-def dumped(out: list[dict[str, Any]]) -> str:
-    """The payload as the model sends it (bytes, as Gemini's thought signature, as repr)."""
-    return json.dumps(out, ensure_ascii=False, default=repr)
-
-
-def image(data: str = B64, block_id: str = "img1") -> DataBlock:
-    return DataBlock(id=block_id, source=Base64Source(data=data, media_type="image/png"))
-
-
 def url_block(url: str, media_type: str, block_id: str = "D") -> DataBlock:
     return DataBlock(id=block_id, source=URLSource(url=url, media_type=media_type))
-
-
-def call(call_id: str = "c1", arguments: str = '{"q": 1}') -> ToolCallBlock:
-    return ToolCallBlock(id=call_id, name="search", input=arguments)
-
-
-def result(
-    call_id: str = "c1", output: str | list[TextBlock | DataBlock] = "ok", state: str = "success"
-) -> ToolResultBlock:
-    return ToolResultBlock(id=call_id, name="search", output=output, state=state)
 
 
 def texts_of(out: list[dict[str, Any]]) -> list[str]:
@@ -142,56 +119,6 @@ def texts_of(out: list[dict[str, Any]]) -> list[str]:
 
     walk(out)
     return found
-
-
-def assert_tool_pairing(cls: type[FormatterBase], out: list[dict[str, Any]]) -> None:
-    """Every tool call is answered, where the provider wants the answer, and every answer has
-    its call (what the APIs check before they accept a request)."""
-    if cls in OPENAI_LIKE:
-        pending: list[str] = []
-        for message in out:
-            if message.get("role") == "tool":
-                assert message["tool_call_id"] in pending, message
-                pending.remove(message["tool_call_id"])
-                continue
-            assert not pending, f"tool calls {pending} not answered before {message}"
-            pending = [c["id"] for c in message.get("tool_calls", [])]
-        assert not pending
-    elif cls is OpenAIResponseFormatter:
-        calls = [i["call_id"] for i in out if i.get("type") == "function_call"]
-        for index, item in enumerate(out):
-            if item.get("type") == "function_call_output":
-                earlier = [
-                    i.get("call_id") for i in out[:index] if i.get("type") == "function_call"
-                ]
-                assert item["call_id"] in earlier
-        outputs = [i["call_id"] for i in out if i.get("type") == "function_call_output"]
-        assert sorted(calls) == sorted(outputs)
-    elif cls is AnthropicChatFormatter:
-        for index, message in enumerate(out):
-            uses = [b["id"] for b in message["content"] if b["type"] == "tool_use"]
-            answered = [b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"]
-            if answered:
-                previous = out[index - 1]
-                assert previous["role"] == "assistant"
-                assert set(answered) <= {b.get("id") for b in previous["content"]}
-            if uses:
-                following = out[index + 1]
-                assert following["role"] == "user"
-                got = {b.get("tool_use_id") for b in following["content"]}
-                assert set(uses) <= got
-    elif cls is GeminiChatFormatter:
-        for index, turn in enumerate(out):
-            calls = [p["function_call"]["id"] for p in turn["parts"] if "function_call" in p]
-            if calls:
-                following = out[index + 1]["parts"]
-                responses = [p["function_response"]["id"] for p in following]
-                assert sorted(calls) == sorted(responses)
-    elif cls is OllamaChatFormatter:
-        calls = sum(len(m.get("tool_calls", [])) for m in out)
-        assert calls == sum(1 for m in out if m["role"] == "tool")
-    else:  # pragma: no cover - every chat formatter is listed above
-        raise AssertionError(cls)
 
 
 # -- empty input ---------------------------------------------------------------------------------
@@ -287,7 +214,7 @@ REMOTE_B64 = base64.b64encode(b"remote bytes").decode()
 REMOTE_URL = "https://media.example.com/pic.png"
 REMOTE_CASES = [
     *[(cls, where) for cls in ALL for where in ("message", "tool_result")],
-    # Multi-agent formatters ignore hints of plain (non-tool) messages (reference §3.2).
+    # Multi-agent formatters ignore hints of plain (non-tool) messages (AgentScope does the same).
     *[(cls, "hint") for cls in CHAT],
 ]
 
@@ -303,7 +230,9 @@ async def test_remote_image_uses_the_given_http_client(
     if where == "message":
         msgs = [UserMsg("u", [TextBlock(text="look"), block])]
     elif where == "tool_result":
-        msgs = [AssistantMsg("a", [call(), result(output=[TextBlock(text="see"), block])])]
+        msgs = [
+            AssistantMsg("a", [search_call(), search_result(output=[TextBlock(text="see"), block])])
+        ]
     else:
         hint = HintBlock(hint=[TextBlock(text="h"), block])
         msgs = [AssistantMsg("a", [TextBlock(text="t"), hint])]
@@ -357,39 +286,17 @@ VIDEO_SENDERS = {
 
 @all_formatters
 async def test_video_only_reaches_providers_that_take_video(cls: type[FormatterBase]) -> None:
-    # reference/model.md §3.11: video goes to Gemini, DashScope and Moonshot only.
+    # Video goes to Gemini, DashScope and Moonshot only.
     video = DataBlock(source=Base64Source(data="AAAAIGZ0eXA=", media_type="video/mp4"))
     out = await cls().format([UserMsg("u", [TextBlock(text="watch"), video])])
     assert ("AAAAIGZ0eXA=" in dumped(out)) == (cls in VIDEO_SENDERS)
-
-
-@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
-@pytest.mark.parametrize("media_type", ["audio/ogg", "audio/flac"])
-async def test_openai_audio_other_than_wav_mp3_is_a_type_error(
-    cls: type[FormatterBase], media_type: str
-) -> None:
-    # reference/model.md §3.1: wav/mp3/mpeg only, else TypeError.
-    audio = DataBlock(source=Base64Source(data="T2dnUw==", media_type=media_type))
-    with pytest.raises(TypeError, match="unsupported audio format"):
-        await cls().format([UserMsg("u", [TextBlock(text="listen"), audio])])
-
-
-@pytest.mark.parametrize("media_type", ["audio/wav", "audio/mpeg"])
-async def test_openai_wav_and_mpeg_audio_formats(media_type: str) -> None:
-    audio = DataBlock(source=Base64Source(data="UklGRg==", media_type=media_type))
-    out = await OpenAIChatFormatter().format([UserMsg("u", [audio])])
-    part = out[0]["content"][0]
-    assert part == {
-        "type": "input_audio",
-        "input_audio": {"data": "UklGRg==", "format": "wav" if "wav" in media_type else "mp3"},
-    }
 
 
 @chat_formatters
 async def test_invalid_base64_is_passed_on_not_dropped(cls: type[FormatterBase]) -> None:
     # The formatters do not validate base64 (the provider does): nothing crashes and nothing
     # is silently dropped.
-    bad = image(data="!!not*base64")
+    bad = png_image(data="!!not*base64")
     out = await cls(input_types=WITH_IMAGES).format([UserMsg("u", [TextBlock(text="x"), bad])])
     assert "!!not*base64" in dumped(out)
 
@@ -402,8 +309,11 @@ async def test_tool_result_with_media_keeps_text_and_media(
     cls: type[FormatterBase], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    output: list[TextBlock | DataBlock] = [TextBlock(text="see the chart"), image()]
-    msgs = [UserMsg("u", "plot it"), AssistantMsg("a", [call(), result(output=output)])]
+    output: list[TextBlock | DataBlock] = [TextBlock(text="see the chart"), png_image()]
+    msgs = [
+        UserMsg("u", "plot it"),
+        AssistantMsg("a", [search_call(), search_result(output=output)]),
+    ]
     out = await cls().format(msgs)
     assert_tool_pairing(cls, out)
     text = dumped(out)
@@ -413,7 +323,7 @@ async def test_tool_result_with_media_keeps_text_and_media(
         assert saved.read_bytes() == b"fake image bytes"
         assert str(saved) in text
     else:
-        assert B64 in text
+        assert PNG_B64 in text
 
 
 @pytest.mark.parametrize(
@@ -432,7 +342,7 @@ async def test_unsupported_remote_media_in_tool_result_is_described_by_url(
     cls: type[FormatterBase],
 ) -> None:
     video = url_block("https://media.example.com/clip.mp4", "video/mp4")
-    out = await cls().format([AssistantMsg("a", [call(), result(output=[video])])])
+    out = await cls().format([AssistantMsg("a", [search_call(), search_result(output=[video])])])
     assert_tool_pairing(cls, out)
     assert "https://media.example.com/clip.mp4" in dumped(out)
 
@@ -442,7 +352,7 @@ async def test_unsupported_remote_media_in_tool_result_is_described_by_url(
 async def test_empty_tool_output_still_answers_the_call(
     cls: type[FormatterBase], output: str | list[TextBlock | DataBlock]
 ) -> None:
-    out = await cls().format([AssistantMsg("a", [call(), result(output=output)])])
+    out = await cls().format([AssistantMsg("a", [search_call(), search_result(output=output)])])
     assert_tool_pairing(cls, out)
     if cls is AnthropicChatFormatter:  # Anthropic rejects an empty tool_result
         assert out[-1]["content"][0]["content"] == [{"type": "text", "text": "(empty tool output)"}]
@@ -450,17 +360,17 @@ async def test_empty_tool_output_still_answers_the_call(
 
 @chat_formatters
 async def test_interrupted_partial_tool_call_is_answered(cls: type[FormatterBase]) -> None:
-    # agent.md §4: an interrupted stream saves the partial call; the cleanup answers it.
+    # An interrupted stream saves the partial call; the cleanup answers it.
     msgs = [
         UserMsg("u", "weather in Tokyo?"),
         AssistantMsg(
             "a",
             [
                 TextBlock(text="let me check"),
-                call("c1", '{"city": "Tok'),
-                call("c2", ""),
-                result("c1", INTERRUPTED, state="interrupted"),
-                result("c2", INTERRUPTED, state="interrupted"),
+                search_call("c1", '{"city": "Tok'),
+                search_call("c2", ""),
+                search_result("c1", INTERRUPTED, state="interrupted"),
+                search_result("c2", INTERRUPTED, state="interrupted"),
             ],
         ),
         UserMsg("u", "never mind"),
@@ -473,7 +383,17 @@ async def test_interrupted_partial_tool_call_is_answered(cls: type[FormatterBase
 
 @chat_formatters
 async def test_parallel_results_in_completion_order(cls: type[FormatterBase]) -> None:
-    msgs = [AssistantMsg("a", [call("c1"), call("c2"), result("c2", "two"), result("c1", "one")])]
+    msgs = [
+        AssistantMsg(
+            "a",
+            [
+                search_call("c1"),
+                search_call("c2"),
+                search_result("c2", "two"),
+                search_result("c1", "one"),
+            ],
+        )
+    ]
     out = await cls().format(msgs)
     assert_tool_pairing(cls, out)
 
@@ -496,7 +416,9 @@ async def test_object_only_providers_get_a_json_object(
 ) -> None:
     # Repaired when possible, else {} with a warning (the documented deviation: the reference
     # raises, which would fail every later request of the conversation).
-    out = await cls().format([AssistantMsg("a", [call("c1", arguments), result("c1")])])
+    out = await cls().format(
+        [AssistantMsg("a", [search_call("c1", arguments), search_result("c1")])]
+    )
     if cls is AnthropicChatFormatter:
         sent = out[0]["content"][0]["input"]
     elif cls is GeminiChatFormatter:
@@ -510,7 +432,7 @@ async def test_object_only_providers_get_a_json_object(
     "cls", [*sorted(OPENAI_LIKE, key=lambda c: c.__name__), OpenAIResponseFormatter], ids=str
 )
 async def test_string_argument_providers_get_the_input_verbatim(cls: type[FormatterBase]) -> None:
-    out = await cls().format([AssistantMsg("a", [call("c1", '{"city": "Tok')])])
+    out = await cls().format([AssistantMsg("a", [search_call("c1", '{"city": "Tok')])])
     assert '{"city": "Tok' in texts_of(out)
 
 
@@ -521,7 +443,7 @@ async def test_string_argument_providers_get_the_input_verbatim(cls: type[Format
 async def test_hint_of_blocks_becomes_a_user_turn_after_the_assistant_turn(
     cls: type[FormatterBase],
 ) -> None:
-    hint = HintBlock(hint=[TextBlock(text="look at this"), image()])
+    hint = HintBlock(hint=[TextBlock(text="look at this"), png_image()])
     out = await cls(input_types=WITH_IMAGES).format(
         [AssistantMsg("a", [TextBlock(text="answer"), hint])]
     )
@@ -530,24 +452,21 @@ async def test_hint_of_blocks_becomes_a_user_turn_after_the_assistant_turn(
     assert out[1]["role"] == "user"
     last = dumped([out[1]])
     assert "look at this" in last
-    assert B64 in last
-
-
-async def test_deepseek_text_only_hint_notes_the_media_it_cannot_send() -> None:
-    hint = HintBlock(hint=[TextBlock(text="look"), image()])
-    out = await DeepSeekChatFormatter().format([AssistantMsg("a", [hint])])
-    assert out == [
-        {"role": "user", "content": "look\n[image/png attached, not supported by this provider]"}
-    ]
+    assert PNG_B64 in last
 
 
 @chat_formatters
 async def test_hint_after_parallel_results_follows_every_tool_answer(
     cls: type[FormatterBase],
 ) -> None:
-    # agent.md §6: a background task's completion arrives as a hint on the tail message.
+    # A background task's completion arrives as a hint on the tail message.
     hint = HintBlock(hint="background task finished")
-    msgs = [AssistantMsg("a", [call("c1"), call("c2"), result("c1"), result("c2"), hint])]
+    msgs = [
+        AssistantMsg(
+            "a",
+            [search_call("c1"), search_call("c2"), search_result("c1"), search_result("c2"), hint],
+        )
+    ]
     out = await cls().format(msgs)
     assert_tool_pairing(cls, out)
     assert out[-1]["role"] == "user"
@@ -556,7 +475,7 @@ async def test_hint_after_parallel_results_follows_every_tool_answer(
 
 @chat_formatters
 async def test_hint_before_the_model_output_stays_first(cls: type[FormatterBase]) -> None:
-    # agent.md §1.2: the runtime-state hint is the first block of the reply message.
+    # The runtime-state hint is the first block of the reply message.
     hint = HintBlock(hint="<current-time>now</current-time>")
     msgs = [UserMsg("u", "hi"), AssistantMsg("a", [hint, TextBlock(text="hello")])]
     out = await cls().format(msgs)
@@ -564,51 +483,18 @@ async def test_hint_before_the_model_output_stays_first(cls: type[FormatterBase]
     assert order == ["hi", "<current-time>now</current-time>", "hello"]
 
 
-# -- thinking ------------------------------------------------------------------------------------
-
-
-async def test_anthropic_signed_thinking_round_trips_even_when_its_text_is_empty() -> None:
-    msgs = [
-        AssistantMsg(
-            "a",
-            [
-                ThinkingBlock(thinking="", extra={"signature": "SIG-EMPTY"}),
-                ThinkingBlock(thinking="unsigned, from another provider"),
-                ThinkingBlock(thinking="", extra={"redacted_thinking_data": "REDACTED"}),
-                ThinkingBlock(thinking="plan", extra={"signature": "SIG"}),
-                call(),
-                result(),
-            ],
-        )
-    ]
-    out = await AnthropicChatFormatter().format(msgs)
-    assert out[0]["content"] == [
-        {"type": "thinking", "thinking": "", "signature": "SIG-EMPTY"},
-        {"type": "redacted_thinking", "data": "REDACTED"},
-        {"type": "thinking", "thinking": "plan", "signature": "SIG"},
-        {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": 1}},
-    ]
-    assert_tool_pairing(AnthropicChatFormatter, out)
-
+# -- thinking ----------------------------------------------------------------------------------
 
 THINKING_KEPT = {GeminiChatFormatter, DeepSeekChatFormatter, MoonshotChatFormatter}
 
 
 @chat_formatters
 async def test_unsigned_thinking_policy(cls: type[FormatterBase]) -> None:
-    # reference/model.md §9.8: only Gemini (thought parts) and DeepSeek / Moonshot
+    # Only Gemini (thought parts) and DeepSeek / Moonshot
     # (reasoning_content) replay thinking without a provider signature.
     msgs = [UserMsg("u", "q"), AssistantMsg("a", [ThinkingBlock(thinking="my plan")])]
     out = await cls().format(msgs)
     assert ("my plan" in texts_of(out)) == (cls in THINKING_KEPT)
-
-
-async def test_dashscope_replays_thinking_only_when_asked() -> None:
-    msgs = [AssistantMsg("a", [ThinkingBlock(thinking="t"), TextBlock(text="x")])]
-    plain = await DashScopeChatFormatter().format(msgs)
-    assert "reasoning_content" not in plain[0]
-    thinking = DashScopeChatFormatter(input_types=["text/plain", "application/x-thinking"])
-    assert (await thinking.format(msgs))[0]["reasoning_content"] == "t"
 
 
 # -- text ----------------------------------------------------------------------------------------
@@ -651,7 +537,7 @@ async def test_system_message_in_the_middle_is_kept_in_place(cls: type[Formatter
 
 @multi_formatters
 async def test_multi_agent_later_system_message_is_a_history_line(cls: type[FormatterBase]) -> None:
-    # reference/model.md §3.2: only index 0 is special.
+    # Only index 0 is special.
     msgs = [
         SystemMsg("system", "S1"),
         UserMsg("u", "q"),
@@ -690,7 +576,7 @@ async def test_multi_agent_names_with_spaces_and_unicode(cls: type[FormatterBase
 async def test_multi_agent_tool_run_between_histories_is_paired(cls: type[FormatterBase]) -> None:
     msgs = [
         UserMsg("Alice", "find it"),
-        AssistantMsg("Bob", [TextBlock(text="searching"), call(), result()]),
+        AssistantMsg("Bob", [TextBlock(text="searching"), search_call(), search_result()]),
         AssistantMsg("Carol", "found"),
     ]
     out = await cls().format(msgs)
@@ -719,8 +605,8 @@ async def test_format_neither_mutates_its_input_nor_depends_on_earlier_calls(
                 HintBlock(hint=[TextBlock(text="h")]),
                 ThinkingBlock(thinking="t", extra={"signature": "s"}),
                 TextBlock(text="x"),
-                call(),
-                result(output=[TextBlock(text="r")]),
+                search_call(),
+                search_result(output=[TextBlock(text="r")]),
                 TextBlock(text="done"),
             ],
         ),
@@ -733,97 +619,7 @@ async def test_format_neither_mutates_its_input_nor_depends_on_earlier_calls(
     assert dumped(first) == dumped(second)
 
 
-# -- contexts the providers reject (HTTP 400) ----------------------------------------------------
-
-#: OpenAI's current ``name`` pattern (the older one was ``^[a-zA-Z0-9_-]+$``).
-OPENAI_NAME = r"^[^\s<|\\/>]+$"
-NAMED = [
-    OpenAIChatFormatter,
-    OpenAIMultiAgentFormatter,
-    MoonshotChatFormatter,
-    MoonshotMultiAgentFormatter,
-]
-
-
-@pytest.mark.parametrize("cls", NAMED, ids=lambda c: c.__name__)
-async def test_openai_message_names_match_the_api_pattern(cls: type[FormatterBase]) -> None:
-    msgs = [
-        UserMsg("John Doe", "hi"),
-        AssistantMsg(
-            "Research Assistant",
-            [
-                ToolCallBlock(id="c1", name="search", input="{}"),
-                ToolResultBlock(id="c1", name="search", output="ok"),
-            ],
-        ),
-        AssistantMsg("小明", [call("c2"), result("c2")]),
-        AssistantMsg("Dr. O'Brien: MD", [call("c3"), result("c3")]),
-    ]
-    out = await cls().format(msgs)
-    for message in out:
-        if "name" in message:
-            assert re.match(OPENAI_NAME, message["name"]), message
-            assert re.fullmatch(r"[A-Za-z0-9_-]+", message["name"]), message
-
-
-@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
-@pytest.mark.parametrize(
-    ("name", "sent"),
-    [
-        ("John Doe", "John_Doe"),
-        ("Dr. O'Brien: MD", "Dr_O_Brien_MD"),
-        ("小明 bot", "bot"),
-        ("agent_1-b", "agent_1-b"),  # already valid: byte-identical
-        ("_private_", "_private_"),
-        ("小明", None),  # nothing left: no name
-        ("", None),
-    ],
-)
-async def test_openai_names_are_sanitised_and_valid_names_kept(
-    cls: type[FormatterBase], name: str, sent: str | None
-) -> None:
-    (message,) = await cls().format([UserMsg(name, "hi")])
-    assert message.get("name") == sent
-    assert list(message)[:2] == (["role", "name"] if sent else ["role", "content"])
-
-
-async def test_anthropic_never_sends_whitespace_only_text() -> None:
-    msgs = [
-        UserMsg("u", "list the files"),
-        AssistantMsg(
-            "a",
-            [
-                TextBlock(text="\n\n"),
-                ToolCallBlock(id="c1", name="ls", input="{}"),
-                ToolResultBlock(id="c1", name="ls", output="a.txt"),
-                ToolResultBlock(id="c2", name="ls", output=" \n"),
-                TextBlock(text=" "),
-                HintBlock(hint="\n"),
-                HintBlock(hint=[TextBlock(text="\t")]),
-            ],
-        ),
-        UserMsg("u", "   "),
-    ]
-    out = await AnthropicChatFormatter().format(msgs)
-    for message in out:
-        assert message["content"], message  # never an empty content list
-        for block in message["content"]:
-            if block["type"] == "text":
-                assert block["text"].strip(), message
-            for inner in block.get("content", []):
-                assert inner["text"].strip(), message
-    # The whitespace-only user turn is dropped like an empty message; the rest is intact.
-    assert [m["role"] for m in out] == ["user", "assistant", "user"]
-    assert out[1]["content"] == [{"type": "tool_use", "id": "c1", "name": "ls", "input": {}}]
-    assert out[2]["content"][1]["content"] == [{"type": "text", "text": "(empty tool output)"}]
-
-
-async def test_anthropic_multi_agent_drops_a_whitespace_only_system_prompt() -> None:
-    out = await AnthropicMultiAgentFormatter().format(
-        [SystemMsg("system", "  \n"), UserMsg("u", "hi")]
-    )
-    assert [m["role"] for m in out] == ["user"]
-
+# -- media in assistant turns (the APIs reject it) ---------------------------------------------
 
 ASSISTANT_MEDIA_MOVERS: list[type[FormatterBase]] = [
     OpenAIChatFormatter,
@@ -853,7 +649,7 @@ def assistant_turns_hold_no_media(out: list[dict[str, Any]]) -> None:
 async def test_no_media_parts_in_assistant_turns(cls: type[FormatterBase]) -> None:
     msgs = [
         UserMsg("u", "draw a cat"),
-        AssistantMsg("painter", [TextBlock(text="here it is"), image()]),
+        AssistantMsg("painter", [TextBlock(text="here it is"), png_image()]),
         UserMsg("u", "describe it"),
     ]
     out = await cls().format(msgs)
@@ -861,7 +657,7 @@ async def test_no_media_parts_in_assistant_turns(cls: type[FormatterBase]) -> No
     # Moved to a user turn right after the assistant turn, not lost.
     assert [m["role"] for m in out] == ["user", "assistant", "user", "user"]
     moved = dumped([out[2]])
-    assert B64 in moved
+    assert PNG_B64 in moved
     assert "previous assistant message of painter" in moved
     assert "describe it" in dumped([out[3]])
 
@@ -870,98 +666,11 @@ async def test_no_media_parts_in_assistant_turns(cls: type[FormatterBase]) -> No
 async def test_assistant_media_follows_its_tool_results(cls: type[FormatterBase]) -> None:
     msgs = [
         UserMsg("u", "draw and save"),
-        AssistantMsg("a", [TextBlock(text="drawn"), image(), call(), result()]),
+        AssistantMsg("a", [TextBlock(text="drawn"), png_image(), search_call(), search_result()]),
     ]
     out = await cls().format(msgs)
     assistant_turns_hold_no_media(out)
     assert_tool_pairing(cls, out)
     assert out[-1]["role"] == "user"
-    assert B64 in dumped([out[-1]])
-    assert B64 not in dumped(out[:-1])
-
-
-async def test_anthropic_moved_assistant_media_keeps_turns_valid() -> None:
-    msgs = [
-        UserMsg("u", "draw a cat"),
-        AssistantMsg("painter", [TextBlock(text="here"), image(), call(), result()]),
-        UserMsg("u", "describe it"),
-        AssistantMsg("painter", "a cat"),
-    ]
-    out = await AnthropicChatFormatter().format(msgs)
-    assert_tool_pairing(AnthropicChatFormatter, out)
-    # The API combines consecutive turns of one role; combined, the turns alternate from a
-    # user turn, and a user turn answering tool calls starts with its tool results.
-    combined: list[dict[str, Any]] = []
-    for message in out:
-        if combined and combined[-1]["role"] == message["role"]:
-            combined[-1]["content"] += message["content"]
-        else:
-            combined.append({"role": message["role"], "content": list(message["content"])})
-    assert [m["role"] for m in combined] == ["user", "assistant", "user", "assistant"]
-    kinds = [b["type"] for b in combined[2]["content"]]
-    assert kinds == ["tool_result", "text", "image", "text"]
-
-
-@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
-@pytest.mark.parametrize("media_type", ["audio/ogg", "audio/flac"])
-async def test_tool_returned_ogg_audio_does_not_break_every_later_request(
-    cls: type[FormatterBase], media_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    audio = DataBlock(source=Base64Source(data="T2dnUw==", media_type=media_type))
-    msgs = [
-        AssistantMsg(
-            "a",
-            [
-                ToolCallBlock(id="c1", name="record", input="{}"),
-                ToolResultBlock(id="c1", name="record", output=[TextBlock(text="recorded"), audio]),
-            ],
-        ),
-        UserMsg("u", "thanks"),
-    ]
-    out = await cls().format(msgs)
-    assert_tool_pairing(cls, out)
-    text = dumped(out)
-    assert "recorded" in text
-    # Described like other media the provider cannot take: saved, and its path given.
-    (saved,) = tmp_path.iterdir()
-    assert saved.read_bytes() == base64.b64decode("T2dnUw==")
-    assert str(saved) in text
-    assert "input_audio" not in text
-
-
-@pytest.mark.parametrize("cls", [OpenAIChatFormatter, MoonshotChatFormatter], ids=str)
-async def test_tool_returned_wav_audio_is_still_presented(cls: type[FormatterBase]) -> None:
-    audio = DataBlock(source=Base64Source(data="UklGRg==", media_type="audio/wav"))
-    out = await cls().format([AssistantMsg("a", [call(), result(output=[audio])])])
-    assert out[-1]["role"] == "user"
-    assert {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}} in out[-1][
-        "content"
-    ]
-
-
-ANTHROPIC_IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
-
-
-@pytest.mark.parametrize("cls", [AnthropicChatFormatter, AnthropicMultiAgentFormatter], ids=str)
-@pytest.mark.parametrize("media_type", ["image/svg+xml", "image/bmp", "image/tiff"])
-async def test_anthropic_sends_only_image_types_the_api_accepts(
-    cls: type[FormatterBase], media_type: str
-) -> None:
-    odd = DataBlock(source=Base64Source(data="PHN2Zz4=", media_type=media_type))
-    msgs = [
-        UserMsg("u", [TextBlock(text="keep this text"), odd, image()]),
-        AssistantMsg("a", [call(), result(output=[TextBlock(text="drawn"), odd])]),
-    ]
-    out = await cls().format(msgs)
-    for message in out:
-        for block in message["content"]:
-            nested = block.get("content", []) if block["type"] == "tool_result" else [block]
-            for inner in nested:
-                if inner["type"] == "image":
-                    assert inner["source"]["media_type"] in ANTHROPIC_IMAGE_TYPES
-    text = dumped(out)
-    assert "PHN2Zz4=" not in text
-    assert B64 in text  # png is still sent
-    assert "keep this text" in text
-    assert f"[image file returned, type: {media_type}]" in text  # described in the result
+    assert PNG_B64 in dumped([out[-1]])
+    assert PNG_B64 not in dumped(out[:-1])
