@@ -1,7 +1,7 @@
-"""The formatter inputs of reference/model.md §7 and the golden-file loader (not a test module).
+"""The inputs of the golden formatter cases and the golden-file loader (not a test module).
 
-The golden cases (``tests/golden_formatters.jsonl``, a copy of
-shared/reference/golden_formatters.jsonl) are the reference's outputs for these inputs; the
+The golden cases (``tests/golden_formatters.jsonl``) are AgentScope 2.0.11's formatted outputs
+for these inputs; the
 formatter test modules import the builders as ``golden_inputs``.  Every builder returns new
 messages on each call.  A provider-specific variant stays in its test module.
 """
@@ -35,7 +35,7 @@ IMG_URL = "https://example.com/image.png"
 
 
 def golden_cases() -> dict[str, list[dict[str, Any]]]:
-    """Case name -> the reference's formatted output."""
+    """Case name -> AgentScope's formatted output."""
     cases = {}
     for line in GOLDEN.read_text("utf-8").splitlines():
         case = json.loads(line)

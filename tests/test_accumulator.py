@@ -1,8 +1,8 @@
 """The streaming accumulator (trioagent/model/_accumulator.py) and the call that drives it.
 
-The first half feeds :class:`StreamAccumulator` directly (reference/model.md §1.4); the second
+The first half feeds :class:`StreamAccumulator` directly; the second
 runs it through :class:`ChatModelBase` with an in-test provider (``GatedModel``) to check the
-stream contract of DESIGN.md §5: carriers absorbed, exactly one ``is_last`` response, and the
+stream contract of every model call: carriers absorbed, exactly one ``is_last`` response, and the
 INTERRUPTED partial on cancellation at every checkpoint.  No real sleeps: cancellation points
 are reached with ``wait_all_tasks_blocked`` or the ``autojump_clock``.
 """

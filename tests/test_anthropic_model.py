@@ -522,7 +522,7 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
 
 
-async def test_request_body_and_headers_match_the_captured_reference(
+async def test_request_body_and_headers_match_the_captured_agentscope(
     fake: FakeAnthropic,
 ) -> None:
     history = [

@@ -165,7 +165,7 @@ async def test_empty_hint_list_sends_nothing(cls: type[FormatterBase]) -> None:
 
 @all_formatters
 async def test_missing_file_url_is_a_file_not_found_error(cls: type[FormatterBase]) -> None:
-    # As the reference (which open()s the path): a clear, typed error, not a silent skip.
+    # As AgentScope (which open()s the path): a clear, typed error, not a silent skip.
     block = url_block("file:///nonexistent/trioagent-edge/x.png", "image/png")
     msgs = [Msg("u", [TextBlock(text="look"), block], "user")]
     with pytest.raises(FileNotFoundError):
@@ -414,7 +414,7 @@ async def test_parallel_results_in_completion_order(cls: type[FormatterBase]) ->
 async def test_object_only_providers_get_a_json_object(
     cls: type[FormatterBase], arguments: str, expected: dict[str, Any]
 ) -> None:
-    # Repaired when possible, else {} with a warning (the documented deviation: the reference
+    # Repaired when possible, else {} with a warning (the documented deviation: AgentScope
     # raises, which would fail every later request of the conversation).
     out = await cls().format(
         [AssistantMsg("a", [search_call("c1", arguments), search_result("c1")])]

@@ -1,8 +1,7 @@
 """Gemini formatters (trioagent/formatter/_gemini.py).
 
 The golden cases are AgentScope's outputs (``tests/golden_formatters.jsonl``); the formatted
-messages must be byte-for-byte equal
-once serialised with ``json.dumps``.  The reference's Gemini output is the google-genai SDK's
+messages must be byte-for-byte equal once serialised with ``json.dumps``.  AgentScope's Gemini output is the google-genai SDK's
 content dicts, where a thought signature is raw ``bytes``; the golden file renders bytes as
 ``{"__bytes_b64__": <base64>}``, so the comparison serialises bytes the same way (every other
 case holds no bytes and also compares with a plain ``json.dumps``).

@@ -1,6 +1,6 @@
 """Moonshot formatters (trioagent/formatter/_moonshot.py).
 
-Golden cases: the reference's outputs (``tests/golden_formatters.jsonl``), compared
+Golden cases: AgentScope 2.0.11's outputs (``tests/golden_formatters.jsonl``), compared
 byte-for-byte after ``json.dumps``.  The shared inputs come from ``golden_inputs``.
 """
 

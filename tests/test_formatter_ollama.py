@@ -1,6 +1,6 @@
 """Ollama formatters (trioagent/formatter/_ollama.py).
 
-The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``); the formatted
+The golden cases are AgentScope 2.0.11's outputs (``tests/golden_formatters.jsonl``); the formatted
 messages must be byte-for-byte equal once serialised with ``json.dumps``.
 """
 

@@ -1,6 +1,6 @@
 """OpenAI Responses API formatters (trioagent/formatter/_openai_response.py).
 
-The golden cases are the reference's outputs (``tests/golden_formatters.jsonl``); the
+The golden cases are AgentScope 2.0.11's outputs (``tests/golden_formatters.jsonl``); the
 formatted items must be byte-for-byte equal once serialised with ``json.dumps``.
 """
 

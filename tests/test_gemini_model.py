@@ -719,7 +719,7 @@ async def test_429_retry_info_delay_is_honoured(
     assert len(gemini.requests) == 2
 
 
-async def test_400_keeps_the_provider_message_and_is_retried_like_the_reference(
+async def test_400_keeps_the_provider_message_and_is_retried_like_agentscope(
     gemini: Gemini, autojump_clock: trio.testing.MockClock
 ) -> None:
     message = 'Invalid JSON payload received. Unknown name "foo": Cannot find field.'

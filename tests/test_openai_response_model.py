@@ -184,7 +184,7 @@ async def test_r1_transcript_deltas_and_final(
     ]
     assert k != t
     assert [c.usage is not None for c in sink.items] == [False] * 5 + [True]
-    # one local response id for the whole stream (reference quirk); upstream id in metadata
+    # one local response id for the whole stream (as AgentScope does); upstream id in metadata
     assert {c.id for c in sink.items} == {final.id}
     assert final.id != "resp_1"
     assert final.is_last
@@ -376,7 +376,7 @@ WEATHER_TOOL = {
 OTHER_TOOL = {"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}
 
 
-async def test_request_matches_the_captured_reference_body(api: ResponsesAPI) -> None:
+async def test_request_matches_the_captured_agentscope_body(api: ResponsesAPI) -> None:
     api.push(stream(wire_pieces(R1_WIRE)))
     params = OpenAIResponseParameters(
         thinking_enable=True, reasoning_effort="medium", max_tokens=500

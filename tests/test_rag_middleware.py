@@ -424,7 +424,7 @@ def test_parameters_are_validated(kwargs: dict[str, Any], message: str) -> None:
         RAGMiddleware.Parameters(**kwargs)
 
 
-def test_parameters_are_frozen_with_reference_defaults() -> None:
+def test_parameters_are_frozen_with_agentscope_defaults() -> None:
     params = RAGMiddleware.Parameters(score_threshold=1)
     assert params.score_threshold == 1.0
     assert (params.mode, params.top_k, params.rerank_candidate_k) == ("agentic", 5, None)

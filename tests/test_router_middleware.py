@@ -150,7 +150,7 @@ def test_duplicate_candidate_names_are_rejected() -> None:
         ChatModelCandidate("", model, "x")
 
 
-def test_prompt_and_schema_follow_the_reference() -> None:
+def test_prompt_and_schema_follow_agentscope() -> None:
     model = ScriptedModel()
     router = ModelRouterMiddleware(
         model,

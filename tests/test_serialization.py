@@ -82,7 +82,7 @@ def test_event_strategies_cover_every_event_class() -> None:
 
 
 @pytest.mark.parametrize("cls", list(BLOCK_TAGS), ids=lambda c: c.__name__)
-def test_block_class_tag_matches_reference(cls: type) -> None:
+def test_block_class_tag_matches_agentscope(cls: type) -> None:
     assert cls.type == BLOCK_TAGS[cls]  # type: ignore[attr-defined]
 
 

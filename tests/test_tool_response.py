@@ -53,7 +53,7 @@ def test_content_must_be_blocks():
         ToolChunk(content=["text"])
 
 
-def test_reference_merge_scenario():
+def test_agentscope_merge_scenario():
     """Text ids a, b, b then data 1, 2, 1 → text a "123456789", data 1 "abc"+"def", data 2."""
     response = ToolResponse(id="call")
     chunks = [

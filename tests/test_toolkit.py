@@ -136,7 +136,7 @@ async def test_single_chunk_tool():
     assert response.text() == "Hello, world!"
 
 
-async def test_streaming_tool_merges_like_the_reference():
+async def test_streaming_tool_merges_like_agentscope():
     toolkit = Toolkit(tools=[Tool2()])
     emit = Recorder()
     response = await toolkit.call_tool(call("tool_2", id="test_2"), emit=emit)
