@@ -42,6 +42,11 @@ class HTTPClientOwner:
             )
         return self._http_client
 
+    @property
+    def existing_http_client(self) -> httpx.AsyncClient | None:
+        """The client if one was injected or created already; never creates one."""
+        return self._http_client
+
     async def aclose(self) -> None:
         """Close the HTTP client if this object created it (an injected one is left open)."""
         if self._http_client is not None and self._owns_client:

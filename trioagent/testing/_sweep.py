@@ -17,21 +17,19 @@ import contextlib
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
 import trio.lowlevel
 
+from ..agent import Agent, AgentState
 from ..event import (
     AgentEvent,
     ReplyEndEvent,
 )
 from ..message import Msg, ToolCallBlock, ToolCallState, ToolResultBlock
 from ..serialization import dumps, loads
-
-if TYPE_CHECKING:
-    from ..agent import Agent, AgentState
 
 __all__ = [
     "CancelMode",
@@ -328,15 +326,13 @@ def check_reply_rules(
     orphans = [r for r in results if r not in calls]
     if orphans:
         raise SweepViolation(f"rule 6 ({where}): results without a call: {orphans}")
-    from ..agent import AgentState as _State
-
     payload = dumps(state)
-    if dumps(loads(payload, _State)) != payload:
+    if dumps(loads(payload, AgentState)) != payload:
         raise SweepViolation(f"rule 6 ({where}): the state does not round-trip through JSON")
 
 
 def _check_connections(agent: Any, where: str) -> None:
-    client = getattr(agent.model, "_http_client", None)
+    client = getattr(agent.model, "existing_http_client", None)
     pool = getattr(getattr(client, "_transport", None), "_pool", None)
     if pool is None:
         return
