@@ -2,7 +2,12 @@
 point, by ``agent.interrupt()`` and by an outer cancel scope, and check each time that the
 reply has exactly one end event, last; that an outer cancellation still propagates; that every
 tool call has exactly one result and the state round-trips; and that no task is left behind.
-Also shows that the sweep fails on a broken middleware."""
+Also shows that the sweep fails on a broken middleware.
+
+Then the harness's own edges, from a user's point of view: ``make_agent`` factories that fail,
+``max_points`` and modes, a minimal fake agent (no guards of the real ``Agent`` in the way),
+deliberately broken middlewares of a real agent, and ``check_reply_rules`` on hand-built states.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +17,17 @@ import pytest
 import trio
 from agent_helpers import ALLOW, make_agent, user
 
-from trioagent.agent import Agent, InjectionConfig, ModelConfig
-from trioagent.event import ReplyEndEvent
+from trioagent.agent import Agent, AgentState, InjectionConfig, ModelConfig
+from trioagent.event import ReplyEndEvent, ReplyStartEvent, TextBlockDeltaEvent
 from trioagent.exception import ModelUpstreamError
-from trioagent.message import ToolCallBlock
+from trioagent.message import AssistantMsg, ToolCallBlock, ToolResultBlock, UserMsg
 from trioagent.middleware import MiddlewareBase
 from trioagent.testing import (
     ScriptedModel,
     SweepRun,
     SweepViolation,
     cancel_sweep,
+    check_reply_rules,
     text_chunks,
     tool_call_chunks,
 )
@@ -49,6 +55,16 @@ def assert_swept(report, mode: str, min_points: int = 5) -> None:
     if mode == "outer":
         fired = [r for r in report.runs if r.fired and r.end is not None]
         assert any(r.propagated_cancel for r in fired)
+
+
+def agent_on(model: ScriptedModel, *middlewares: MiddlewareBase) -> Agent:
+    """An agent on ``model`` with ``middlewares``, runtime-state injection off."""
+    agent, _ = make_agent(model=model, middlewares=list(middlewares))
+    return agent
+
+
+def text_agent(*middlewares: MiddlewareBase) -> Agent:
+    return agent_on(ScriptedModel([text_chunks("a", "b")], chunk_delay=0.1), *middlewares)
 
 
 # -- 1. a streamed text reply ---------------------------------------------------------------------
@@ -342,14 +358,6 @@ class SwallowCancel(MiddlewareBase):
             pass
 
 
-def text_agent(*middlewares: MiddlewareBase) -> Agent:
-    agent, _ = make_agent(
-        model=ScriptedModel([text_chunks("a", "b")], chunk_delay=0.1),
-        middlewares=list(middlewares),
-    )
-    return agent
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_sweep_fails_on_a_dangling_tool_call(mode, autojump_clock):
     with pytest.raises(SweepViolation, match="rule 6"):
@@ -436,3 +444,279 @@ async def test_sweep_structured_reply(autojump_clock, mode):
     )
     assert report.runs[0].msg.structured_output == {"city": "Paris", "temperature": 21}
     assert report.outcomes["interrupted"] > 3
+
+
+# -- cancel_sweep: the harness itself -------------------------------------------------------------
+
+
+async def test_a_make_agent_that_raises_propagates_unchanged(autojump_clock):
+    def broken() -> Agent:
+        raise LookupError("no such agent")
+
+    async def broken_async() -> Agent:
+        await trio.lowlevel.checkpoint()
+        raise LookupError("no such async agent")
+
+    with pytest.raises(LookupError, match="no such agent"):
+        await cancel_sweep(broken, user)
+    with pytest.raises(LookupError, match="no such async agent"):
+        await cancel_sweep(broken_async, user)
+
+
+async def test_a_make_agent_that_fails_on_a_later_run(autojump_clock):
+    made = 0
+
+    def flaky() -> Agent:
+        nonlocal made
+        made += 1
+        if made == 3:
+            raise LookupError("third agent")
+        return text_agent()
+
+    with pytest.raises(LookupError, match="third agent"):
+        await cancel_sweep(flaky, user)
+
+
+async def test_an_async_make_agent_and_fresh_inputs_per_run(autojump_clock):
+    inputs: list[UserMsg] = []
+
+    async def make() -> Agent:
+        await trio.sleep(1)
+        return text_agent()
+
+    def fresh() -> UserMsg:
+        inputs.append(user())
+        return inputs[-1]
+
+    report = await cancel_sweep(make, fresh, max_points=3)
+    assert len(inputs) == len(report.runs) == 4
+    assert len({id(m) for m in inputs}) == 4
+
+
+async def test_max_points_caps_the_runs_but_reports_every_point(autojump_clock):
+    full = await cancel_sweep(text_agent, user)
+    assert len(full.runs) == full.points + 1
+    capped = await cancel_sweep(text_agent, user, max_points=2)
+    assert capped.points == capped.runs[0].steps > 2  # the baseline's count, not the cap
+    assert [r.cancel_at for r in capped.runs] == [None, 1, 2]
+    only_baseline = await cancel_sweep(text_agent, user, max_points=0)
+    assert [r.cancel_at for r in only_baseline.runs] == [None]
+    assert not only_baseline.runs[0].fired
+
+
+async def test_a_long_reply_terminates_with_one_run_per_point(autojump_clock):
+    parts = [f"w{i} " for i in range(60)]
+
+    def make() -> Agent:
+        return agent_on(ScriptedModel([text_chunks(*parts)], chunk_delay=0.01))
+
+    report = await cancel_sweep(make, user, mode="outer")
+    assert report.points > 60
+    assert len(report.runs) == report.points + 1
+    assert [r.cancel_at for r in report.runs[1:]] == list(range(1, report.points + 1))
+    assert report.outcomes["interrupted"] > 60
+
+
+async def test_an_unknown_mode_is_rejected_before_any_run(autojump_clock):
+    made = 0
+
+    def make() -> Agent:
+        nonlocal made
+        made += 1
+        return text_agent()
+
+    with pytest.raises(ValueError, match="'sideways' is not a valid CancelMode"):
+        await cancel_sweep(make, user, mode="sideways")
+    assert made == 0
+
+
+async def test_a_failing_check_propagates_with_the_run(autojump_clock):
+    seen: list[SweepRun] = []
+
+    def check(run: SweepRun) -> None:
+        seen.append(run)
+        assert run.cancel_at != 2, "my own assertion"
+
+    with pytest.raises(AssertionError, match="my own assertion"):
+        await cancel_sweep(text_agent, user, check=check)
+    assert [r.cancel_at for r in seen] == [None, 1, 2]
+
+
+async def test_an_error_in_the_baseline_names_the_baseline(autojump_clock):
+    def make() -> Agent:
+        return agent_on(ScriptedModel([RuntimeError("model down")]))
+
+    for mode in ("interrupt", "outer"):
+        with pytest.raises(SweepViolation, match=r"^\(baseline\) the reply raised RuntimeError"):
+            await cancel_sweep(make, user, mode=mode)
+
+
+# -- cancel_sweep on a minimal fake agent (no guards of the real Agent in the way) ----------------
+
+
+class FakeAgent:
+    """The surface ``cancel_sweep(mode="outer")`` uses, emitting a fixed list of events."""
+
+    name = "fake"
+    model = None
+
+    def __init__(self, events: list[Any], *, checkpoints: bool = True) -> None:
+        self.state = AgentState()
+        self.events = events
+        self.checkpoints = checkpoints
+
+    def interrupt(self) -> None:  # pragma: no cover - outer mode only
+        raise AssertionError("not used")
+
+    async def reply(self, inputs: Any, *, structured_schema: Any = None, on_event: Any) -> None:
+        for event in self.events:
+            if self.checkpoints:
+                await trio.lowlevel.checkpoint()
+            await on_event(event)
+
+
+START = ReplyStartEvent(session_id="s", reply_id="r", name="fake")
+END = ReplyEndEvent(session_id="s", reply_id="r")
+LATE = TextBlockDeltaEvent(reply_id="r", block_id="b", delta="late")
+
+
+async def test_sweep_reports_two_end_events(autojump_clock):
+    with pytest.raises(SweepViolation, match=r"^rule 1 \(baseline\): 2 ReplyEndEvents"):
+        await cancel_sweep(lambda: FakeAgent([START, END, END]), user, mode="outer")
+
+
+async def test_sweep_reports_an_event_after_the_end(autojump_clock):
+    with pytest.raises(SweepViolation, match=r"^rule 1 \(baseline\).*not the last event"):
+        await cancel_sweep(lambda: FakeAgent([START, END, LATE]), user, mode="outer")
+
+
+async def test_sweep_reports_a_reply_without_end_cut_by_a_cancellation(autojump_clock):
+    # The baseline is fine; a cancellation between START and END shows the missing cleanup.
+    with pytest.raises(SweepViolation, match=r"^rule 1 \(point \d+\): 0 ReplyEndEvents"):
+        await cancel_sweep(lambda: FakeAgent([START, END]), user, mode="outer")
+
+
+async def test_a_reply_that_never_checkpoints_is_swept_and_terminates(autojump_clock):
+    report = await cancel_sweep(
+        lambda: FakeAgent([START, END], checkpoints=False), user, mode="outer"
+    )
+    # No schedule point inside the reply: nothing to cancel, the baseline alone is checked.
+    assert report.points == 0
+    (baseline,) = report.runs
+    assert baseline.events == [START, END]
+    assert not baseline.fired
+
+
+# -- cancel_sweep on broken middlewares of a real agent -------------------------------------------
+
+
+class SwallowCancelInModelCall(MiddlewareBase):
+    """Broken: swallows trio.Cancelled around the model call (rule 3)."""
+
+    async def on_model_call(self, agent, input_kwargs, next_handler, emit):
+        try:  # noqa: SIM105 - the bug on display
+            await next_handler()
+        except trio.Cancelled:
+            pass
+
+
+async def test_sweep_catches_a_cancellation_swallowed_in_on_model_call(autojump_clock):
+    await cancel_sweep(lambda: text_agent(SwallowCancelInModelCall()), user, max_points=0)
+    with pytest.raises(SweepViolation, match=r"\(point \d+\) an outer cancellation was swallowed"):
+        await cancel_sweep(lambda: text_agent(SwallowCancelInModelCall()), user, mode="outer")
+
+
+class ExtraEnd(MiddlewareBase):
+    """Broken: emits a second ReplyEndEvent after the reply."""
+
+    async def on_reply(self, agent, input_kwargs, next_handler, emit):
+        await next_handler()
+        await emit(ReplyEndEvent(session_id="s", reply_id=agent.state.reply_id))
+
+
+class LateDelta(MiddlewareBase):
+    """Broken: emits an event after the reply's end."""
+
+    async def on_reply(self, agent, input_kwargs, next_handler, emit):
+        await next_handler()
+        await emit(TextBlockDeltaEvent(reply_id=agent.state.reply_id, block_id="x", delta="!"))
+
+
+@pytest.mark.parametrize("middleware", [ExtraEnd, LateDelta])
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_the_agent_drops_events_after_the_end_so_rule_1_holds(
+    middleware, mode, autojump_clock, caplog
+):
+    def check(run: SweepRun) -> None:
+        ends = [i for i, e in enumerate(run.events) if isinstance(e, ReplyEndEvent)]
+        assert ends == [len(run.events) - 1]
+
+    report = await cancel_sweep(lambda: text_agent(middleware()), user, mode=mode, check=check)
+    assert report.outcomes["interrupted"] >= 1
+    assert "emitted after the reply's end event" in caplog.text
+
+
+async def test_sweep_catches_a_task_leaked_into_the_nursery_fixture(
+    nursery: trio.Nursery, autojump_clock
+):
+    class LeakIntoFixture(MiddlewareBase):
+        async def on_reply(self, agent, input_kwargs, next_handler, emit):
+            nursery.start_soon(trio.sleep_forever)
+            await next_handler()
+
+    with pytest.raises(SweepViolation, match=r"^rule 7 \(point None\): a task outlived"):
+        await cancel_sweep(lambda: text_agent(LeakIntoFixture()), user, max_points=0)
+
+
+class NeverReplies(MiddlewareBase):
+    async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any, emit: Any) -> None:
+        return
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_reports_a_reply_that_never_runs(mode: str, autojump_clock: Any) -> None:
+    # interrupt mode: no event at all; outer mode: reply() says it produced no final message.
+    with pytest.raises(SweepViolation, match=r"rule 1|did not produce a final message"):
+        await cancel_sweep(
+            lambda: text_agent(NeverReplies()), lambda: UserMsg("user", "hi"), mode=mode
+        )
+
+
+# -- check_reply_rules on hand-built states -------------------------------------------------------
+
+
+def _state(*blocks: Any) -> AgentState:
+    state = AgentState()
+    state.context = [user(), AssistantMsg("assistant", list(blocks))]
+    return state
+
+
+FINISHED_CALL = ToolCallBlock(id="c1", name="t", state="finished")
+RESULT = ToolResultBlock(id="c1", name="t", output="ok", state="success")
+
+
+def test_check_reply_rules_accepts_a_paired_call():
+    check_reply_rules(_state(FINISHED_CALL, RESULT), "assistant", [START, END])
+
+
+@pytest.mark.parametrize(
+    ("blocks", "message"),
+    [
+        ([FINISHED_CALL], r"rule 6 \(here\): tool call c1 has 0 results"),
+        ([FINISHED_CALL, RESULT, RESULT], r"tool call c1 has 2 results"),
+        ([FINISHED_CALL, RESULT, ToolResultBlock(id="zz", name="t")], r"results without a call"),
+        ([ToolCallBlock(id="c1", name="t"), RESULT], r"tool call c1 left in state pending"),
+    ],
+)
+def test_check_reply_rules_flags_rule_6(blocks, message):
+    with pytest.raises(SweepViolation, match=message):
+        check_reply_rules(_state(*blocks), "assistant", [START, END], where="here")
+
+
+def test_check_reply_rules_flags_an_event_after_the_end():
+    with pytest.raises(SweepViolation, match=r"rule 1 \(x\): the ReplyEndEvent is not the last"):
+        check_reply_rules(AgentState(), "assistant", [START, END, LATE], where="x")
+
+
+def test_check_reply_rules_accepts_no_events_at_all():
+    check_reply_rules(AgentState(), "assistant", [])

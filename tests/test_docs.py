@@ -2,7 +2,8 @@
 a whole program (it calls ``trio.run(``) is executed in a fresh interpreter and must exit 0.
 
 Blocks that need a real provider (they mention ``OPENAI_API_KEY``) are only compiled.  The
-README's two set-up commands are checked verbatim.
+README's two set-up commands are checked verbatim, and the complete example of docs/testing.md
+also runs as the pytest-trio tests it says it is.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+TESTING_DOC = ROOT / "docs" / "testing.md"
 
 
 def _programs() -> list[tuple[str, str]]:
@@ -62,3 +66,24 @@ def test_doc_program_runs(where: str, code: str, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"{where}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+
+
+def _testing_doc_example() -> str:
+    text = TESTING_DOC.read_text()
+    section = text.split("## A complete example", 1)[1]
+    (code,) = BLOCK.findall(section)[:1]
+    return code
+
+
+async def test_the_docs_complete_example_runs_as_pytest_trio_tests(autojump_clock):
+    """docs/testing.md: 'the same functions work as pytest-trio tests'."""
+    code = _testing_doc_example()
+    assert code.rstrip().endswith(
+        "trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))"
+    )
+    namespace: dict[str, Any] = {"__name__": "doc_example"}
+    exec(compile(code.rstrip().rsplit("\n", 1)[0], "testing.md", "exec"), namespace)
+    start = trio.current_time()
+    await namespace["test_answer"]()
+    assert trio.current_time() - start == pytest.approx(2.0)  # the tool's sleep, on the clock
+    await namespace["test_cancellation_sweep"]()

@@ -1,19 +1,30 @@
-"""``ScriptedModel`` and its chunk helpers (trioagent/testing/_scripted.py)."""
+"""``ScriptedModel`` and its chunk helpers (trioagent/testing/_scripted.py): a model that plays
+a script of steps (chunk lists, whole responses, exceptions, callables), records every request
+and stands in for a provider in agent tests.  Also its edges, from a user's point of view:
+exhausted scripts, retries, callable steps, mock-clock delays, and steps shared between agents.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
+from agent_helpers import ALLOW, make_agent, user
 
-from trioagent.message import TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
+from trioagent.agent import Agent
+from trioagent.exception import ModelUpstreamError
+from trioagent.message import AssistantMsg, TextBlock, ThinkingBlock, ToolCallBlock, UserMsg
 from trioagent.model import ChatResponse, ChatUsage
 from trioagent.testing import (
     ScriptedModel,
+    ScriptedRequest,
     ScriptError,
     text_chunks,
     thinking_chunks,
     tool_call_chunks,
 )
+from trioagent.tool import Toolkit
 from trioagent.types import FinishedReason, ToolChoice
 
 TOOLS = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
@@ -191,3 +202,150 @@ async def test_chunk_helpers():
     call = response.content[-1]
     assert isinstance(call, ToolCallBlock)
     assert (call.id, call.input) == ("c1", '{"a": 1}')
+
+
+# -- edges, through an agent and on the mock clock --------------------------------------------------
+
+
+async def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: the key.
+    """
+    await trio.sleep(1)
+    return f"value of {key}"
+
+
+def lookup_agent(model: ScriptedModel) -> Agent:
+    """An agent on ``model`` with the ``lookup`` tool."""
+    toolkit = Toolkit()
+    toolkit.register_function(lookup, permission=ALLOW)
+    agent, _ = make_agent(model=model, toolkit=toolkit)
+    return agent
+
+
+async def test_an_exhausted_script_fails_the_agents_reply_clearly(autojump_clock):
+    model = ScriptedModel([tool_call_chunks("c1", "lookup", '{"key": "a"}')])
+    agent = lookup_agent(model)
+    with pytest.raises(ScriptError, match=r"unexpected model call #2: the script has no step"):
+        await agent.reply(user())
+    assert len(model.requests) == 2  # the unexpected call is recorded too
+    assert any(m.has_content_blocks("tool_result") for m in model.requests[1].messages)
+
+
+async def test_a_script_error_is_not_retried_by_model_retries(autojump_clock):
+    model = ScriptedModel([], max_retries=3)
+    with pytest.raises(ScriptError):
+        await model([user()])
+    assert len(model.requests) == 1
+
+
+async def test_an_exception_step_exercises_model_retries(autojump_clock):
+    model = ScriptedModel(
+        [ModelUpstreamError("busy", status_code=503), text_chunks("ok")],
+        max_retries=1,
+        retry_delay=5.0,
+    )
+    start = trio.current_time()
+    response = await model([user()])
+    assert response.content[0].text == "ok"  # type: ignore[union-attr]
+    assert len(model.requests) == 2
+    assert trio.current_time() > start  # the backoff slept on the (mock) clock
+    model.assert_consumed()
+
+
+async def test_callable_steps_edge_cases(autojump_clock):
+    async def raising(request: ScriptedRequest) -> Any:
+        await trio.sleep(1)
+        raise KeyError("raised, not returned")
+
+    def nested(request: ScriptedRequest) -> Any:
+        return lambda r: text_chunks("too deep")
+
+    def chunks_of_tool_call(request: ScriptedRequest) -> Any:
+        return [*text_chunks("pre"), *tool_call_chunks("c9", "t", "{}")]
+
+    model = ScriptedModel([raising, nested, chunks_of_tool_call])
+    with pytest.raises(KeyError, match="raised, not returned"):
+        await model([user()])
+    with pytest.raises(ScriptError, match="invalid scripted step"):
+        await model([user()])
+    response = await model([user()])
+    assert [b.type for b in response.content] == ["text", "tool_call"]
+    model.assert_consumed()
+
+
+async def test_a_callable_step_can_extend_the_script(autojump_clock):
+    model = ScriptedModel()
+
+    def first(request: ScriptedRequest) -> Any:
+        model.add_steps(text_chunks("second"))
+        return text_chunks("first")
+
+    model.add_steps(first)
+    assert model.remaining == 1
+    assert (await model([user()])).content[0].text == "first"  # type: ignore[union-attr]
+    assert model.remaining == 1
+    assert (await model([user()])).content[0].text == "second"  # type: ignore[union-attr]
+    model.assert_consumed()
+
+
+async def test_assert_consumed_counts_unplayed_error_steps():
+    model = ScriptedModel([text_chunks("x"), ValueError("never raised")])
+    await model([user()])
+    with pytest.raises(ScriptError, match=r"^1 scripted step\(s\) were never played$"):
+        model.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    ("step", "stream", "expected"),
+    [
+        (text_chunks("a", "b", "c"), True, 6.0),  # between streamed chunks
+        (ChatResponse(content=[TextBlock(text="whole")]), True, 2.0),  # one delta
+        (text_chunks("a", "b", "c"), False, 2.0),  # a plain call pauses once
+    ],
+)
+async def test_chunk_delay_is_mock_clock_time(step, stream, expected, autojump_clock):
+    model = ScriptedModel([step], chunk_delay=2.0, stream=stream)
+    start = trio.current_time()
+    await model([user()])
+    assert trio.current_time() - start == pytest.approx(expected)
+
+
+async def test_recorded_requests_survive_the_agents_later_mutations(autojump_clock):
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
+    model = ScriptedModel([text_chunks("1"), text_chunks("2")])
+    conversation = [user("first")]
+    await model(conversation, tools)
+    tools[0]["function"]["name"] = "renamed"
+    conversation.append(AssistantMsg("assistant", "appended later"))
+    conversation[0].content.append(TextBlock(text="extra"))
+    first = model.requests[0]
+    assert first.tools is not None
+    assert first.tools[0]["function"]["name"] == "t"
+    assert [m.get_text_content() for m in first.messages] == ["first"]
+    with pytest.raises(AttributeError):
+        first.messages = []  # type: ignore[misc]  # frozen record
+
+    # Through an agent: the first request does not see the reply appended afterwards.
+    model = ScriptedModel([tool_call_chunks("c1", "lookup", '{"key": "a"}'), text_chunks("done")])
+    agent = lookup_agent(model)
+    await agent.reply(user("q"))
+    assert len(model.requests[0].messages) < len(model.requests[1].messages)
+    assert not any(m.has_content_blocks("tool_call") for m in model.requests[0].messages)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_steps_shared_between_agents_are_not_mutated(stream, autojump_clock):
+    """A module-level script reused by many agents (as a sweep's ``make_agent`` does)."""
+    call = ChatResponse(content=[ToolCallBlock(id="c1", name="lookup", input='{"key": "a"}')])
+    chunks = tool_call_chunks("c2", "lookup", '{"key": ', '"b"}')
+    final = ChatResponse(content=[TextBlock(text="done")])
+    for steps in ([call, final], [chunks, final]):
+        before = [repr(s) for s in steps]
+        for _ in range(2):
+            agent = lookup_agent(ScriptedModel(steps, stream=stream))
+            msg = await agent.reply(user())
+            assert msg.get_text_content() == "done"
+        assert [repr(s) for s in steps] == before

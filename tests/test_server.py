@@ -1,12 +1,17 @@
 """The scripted OpenAI-compatible loopback server of ``trioagent.testing``.
 
-Driven here with a plain httpx client, to check the wire protocol itself.
+Driven here with a plain httpx client (and raw sockets), to check the wire protocol itself,
+then under malformed, concurrent and vanishing clients.
+
+Network tests run on the real clock (an autojumping clock could fire an HTTP deadline while
+loopback I/O is in flight); they never sleep, and ``trio.fail_after`` only guards hangs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
@@ -14,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from trioagent.message import UserMsg
 from trioagent.testing import (
@@ -21,6 +27,7 @@ from trioagent.testing import (
     RecordedRequest,
     ScriptedError,
     ScriptedReply,
+    ScriptedResponse,
     ScriptedSSE,
     ScriptedToolCall,
     serve_openai_compatible,
@@ -55,12 +62,51 @@ async def sse_chunks(client: httpx.AsyncClient, url: str, payload: dict[str, Any
     return [e.removeprefix("data: ") for e in events]
 
 
+def chat(text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def raw_request(content: bytes, path: str = "/v1/chat/completions") -> bytes:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(content)}\r\n\r\n"
+    )
+    return head.encode() + content
+
+
+async def read_until(stream: trio.SocketStream, marker: bytes) -> bytes:
+    data = b""
+    while marker not in data:
+        chunk = await stream.receive_some()
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+async def read_to_eof(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while chunk := await stream.receive_some():
+        data += chunk
+    return data
+
+
 async def test_started_with_nursery_start_on_an_ephemeral_port(
     server: OpenAICompatibleServer,
 ) -> None:
     assert server.port > 0
     assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
     assert "OpenAICompatibleServer" in repr(server)
+
+
+async def test_the_server_module_docstring_example(nursery: trio.Nursery):
+    async with trio.open_nursery() as inner:
+        server = await inner.start(serve_openai_compatible, ["Hello!"])
+        async with server.chat_model() as model:
+            response = await model([UserMsg("user", "Hi")])
+        inner.cancel_scope.cancel()
+    assert response.content[0].text == "Hello!"  # type: ignore[union-attr]
+    assert server.requests[0].last_user_text() == "Hi"
 
 
 async def test_echo_when_the_script_is_empty(
@@ -311,3 +357,244 @@ async def test_bad_script_entry_is_reported(
             await trio.sleep_forever()  # until the server's error cancels this nursery
 
     assert info.group_contains(TypeError, match="not a script entry")
+
+
+# -- edges: malformed, concurrent and vanishing clients -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not json", b"[1, 2]", b'{"model": "m"}', b"", b"\xff\xfe", b"null", b'"messages"'],
+)
+async def test_a_malformed_body_gets_a_400_json_error_and_the_server_lives_on(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient, content: bytes
+):
+    server.push("scripted")
+    url = f"{server.base_url}/chat/completions"
+
+    bad = await client.post(url, content=content, headers={"Content-Type": "application/json"})
+    good = await client.post(url, json=chat())
+
+    assert bad.status_code == 400
+    assert "messages" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "scripted"
+    assert server.requests[0].raw_body == content
+    recorded = server.requests[0].body
+    assert not (isinstance(recorded, dict) and "messages" in recorded)
+    assert not server.script  # the bad request consumed no script entry
+
+
+async def test_concurrent_requests_each_take_one_entry(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+):
+    n = 8
+    server.push(*[f"answer {i}" for i in range(n)])
+    url = f"{server.base_url}/chat/completions"
+    answers: list[str] = []
+
+    async def one(i: int) -> None:
+        async with httpx.AsyncClient(timeout=5) as own:  # a connection each
+            response = await own.post(url, json=chat(f"q{i}", stream=i % 2 == 0))
+            answers.append(response.text)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as clients:
+            for i in range(n):
+                clients.start_soon(one, i)
+        await server.wait_all_closed()
+
+    numbers = sorted(int(m[1]) for a in answers if (m := re.search(r"answer (\d)", a)))
+    assert numbers == list(range(n))
+    assert len(server.requests) == n
+    assert len({r.connection_id for r in server.requests}) == n
+    assert sorted(r.last_user_text() for r in server.requests) == [f"q{i}" for i in range(n)]
+    assert not server.script
+
+
+async def test_a_client_vanishing_mid_stream_does_not_crash_the_server(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+):
+    server.push(ScriptedReply(text="abcdefgh", chunk_size=1, stall_after=3))
+    sock = await trio.open_tcp_stream(server.host, server.port)
+    await sock.send_all(raw_request(json.dumps(chat(stream=True)).encode()))
+    with trio.fail_after(5):
+        head = await read_until(sock, b"data: ")
+        assert head.startswith(b"HTTP/1.1 200")
+        await sock.aclose()
+        await server.wait_all_closed()
+    assert server.connections[0].closed_by_client
+
+    # The server still answers (the script is empty now: it echoes).
+    response = await client.post(f"{server.base_url}/chat/completions", json=chat("again"))
+    assert response.json()["choices"][0]["message"]["content"] == "Echo: again"
+
+
+async def test_a_client_vanishing_mid_request_body_records_nothing(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+):
+    sock = await trio.open_tcp_stream(server.host, server.port)
+    await sock.send_all(raw_request(json.dumps(chat()).encode())[:-5])
+    await sock.aclose()
+    with trio.fail_after(5):
+        await server.wait_all_closed()
+    assert server.requests == []
+    response = await client.post(f"{server.base_url}/chat/completions", json=chat("still"))
+    assert response.status_code == 200
+
+
+async def test_garbage_on_the_wire_closes_that_connection_only(
+    server: OpenAICompatibleServer, client: httpx.AsyncClient
+):
+    sock = await trio.open_tcp_stream(server.host, server.port)
+    await sock.send_all(b"NOT HTTP AT ALL\r\n\r\n")
+    with trio.fail_after(5):
+        await read_to_eof(sock)
+        await server.wait_all_closed()
+    await sock.aclose()
+    response = await client.post(f"{server.base_url}/chat/completions", json=chat())
+    assert response.status_code == 200
+    assert server.requests[-1].body == chat()
+
+
+async def test_wait_all_closed(server: OpenAICompatibleServer, client: httpx.AsyncClient):
+    with trio.fail_after(5):
+        await server.wait_all_closed()  # nothing accepted yet: returns at once
+    await client.post(f"{server.base_url}/chat/completions", json=chat())
+    assert server.open_connections == 1  # keep-alive
+
+    closed = False
+
+    async def waiter() -> None:
+        nonlocal closed
+        await server.wait_all_closed()
+        closed = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not closed
+        await client.aclose()
+    assert closed
+    assert server.connections[0].closed_by_client
+
+
+async def test_cancelling_the_servers_nursery_closes_listener_and_connections():
+    async with trio.open_nursery() as owner:
+        server: OpenAICompatibleServer = await owner.start(
+            serve_openai_compatible, [ScriptedReply(text="x", stall_after=0)]
+        )
+        sock = await trio.open_tcp_stream(server.host, server.port)
+        await sock.send_all(raw_request(json.dumps(chat(stream=True)).encode()))
+        with trio.fail_after(5):
+            await server.wait_until(lambda: len(server.requests) == 1)
+        owner.cancel_scope.cancel()
+
+    assert server.open_connections == 0
+    assert not server.connections[0].closed_by_client  # the server closed it
+    with trio.fail_after(5):
+        received = await read_to_eof(sock)  # the stalled stream ends: EOF
+    assert received.startswith(b"HTTP/1.1 200")
+    await sock.aclose()
+    with pytest.raises(OSError):  # noqa: PT011 - refused, whatever the platform's errno
+        await trio.open_tcp_stream(server.host, server.port)
+
+
+async def test_recorded_request_bodies(server: OpenAICompatibleServer, client: httpx.AsyncClient):
+    payload = chat("plain string", stream=True, tools=[{"type": "function"}])
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    await client.post(f"{server.base_url}/chat/completions", content=raw)
+    await client.post(f"{server.base_url}/chat/completions", json={"messages": []})
+
+    first, second = server.requests
+    assert first.raw_body == raw
+    assert first.body == payload
+    assert first.stream
+    assert first.last_user_text() == "plain string"
+    assert first.headers["content-length"] == str(len(raw))
+    assert second.last_user_text() == ""
+    assert not second.stream
+    # Recorded bodies are the server's own parse: the client's later changes do not matter.
+    payload["messages"].clear()
+    assert first.body["messages"]
+
+
+async def test_custom_routes(nursery: trio.Nursery, client: httpx.AsyncClient):
+    server: OpenAICompatibleServer = await nursery.start(
+        partial(serve_openai_compatible, api_key="sk-r")
+    )
+    auth = {"Authorization": "Bearer sk-r"}
+    seen: list[RecordedRequest] = []
+
+    def speech(request: RecordedRequest) -> ScriptedResponse:
+        seen.append(request)
+        return ScriptedResponse(body=[b"RIFF", b"data"], media_type="audio/wav")
+
+    async def decide(request: RecordedRequest) -> ScriptedResponse:
+        await trio.lowlevel.checkpoint()
+        return ScriptedResponse.json({"echo": request.body}, status=201)
+
+    server.add_route("post", "/v1/audio/speech", speech)
+    server.add_route("PUT", "/v1/decisions", decide)
+
+    audio = await client.post(
+        f"{server.base_url}/audio/speech?format=wav", json={"input": "hi"}, headers=auth
+    )
+    decision = await client.put(f"{server.base_url}/decisions", json={"a": 1}, headers=auth)
+    unauthorized = await client.post(f"{server.base_url}/audio/speech", json={})
+    wrong_method = await client.get(f"{server.base_url}/audio/speech", headers=auth)
+
+    assert (audio.status_code, audio.content) == (200, b"RIFFdata")
+    assert audio.headers["content-type"] == "audio/wav"
+    assert seen[0].body == {"input": "hi"}
+    assert seen[0].path == "/v1/audio/speech?format=wav"
+    assert (decision.status_code, decision.json()) == (201, {"echo": {"a": 1}})
+    assert unauthorized.status_code == 401
+    assert len(seen) == 1  # the handler never saw the unauthorized request
+    assert wrong_method.status_code == 404
+
+
+# -- regressions: malformed fields, a client leaving mid-body -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "status"),
+    [
+        ({"messages": 5}, 400),
+        ({"messages": ["not an object"]}, 400),
+        ({"messages": [], "stream": True, "stream_options": True}, 400),
+        ({"messages": [{"role": "user", "content": ["x", {"type": "text", "text": "t"}]}]}, 200),
+    ],
+)
+async def test_malformed_fields_get_a_400_and_the_server_lives_on(
+    payload: Any, status: int
+) -> None:
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_openai_compatible)
+        async with httpx.AsyncClient(timeout=5) as client:
+            response = await client.post(f"{server.base_url}/chat/completions", json=payload)
+            assert response.status_code == status
+            if status == 400:
+                assert response.json()["error"]["type"] == "invalid_request_error"
+            else:  # odd content parts are skipped by the echo
+                assert response.json()["choices"][0]["message"]["content"] == "Echo: t"
+            ok = await client.post(
+                f"{server.base_url}/chat/completions",
+                json={"messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert ok.status_code == 200
+        nursery.cancel_scope.cancel()
+
+
+async def test_closed_by_client_when_the_client_leaves_mid_body() -> None:
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_openai_compatible)
+        sock = await trio.open_tcp_stream(server.host, server.port)
+        await sock.send_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Length: 100\r\n\r\n{"messages"'
+        )
+        await sock.aclose()
+        with trio.fail_after(5):
+            await server.wait_all_closed()
+        assert server.connections[0].closed_by_client
+        nursery.cancel_scope.cancel()
