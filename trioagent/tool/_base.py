@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -43,7 +44,16 @@ from ..permission import (
 from ._middleware import ChunkCollector, ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolResponse, chunk_from_value
 
-__all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
+__all__ = [
+    "DANGEROUS_DIRECTORIES",
+    "DANGEROUS_FILES",
+    "TOOL_NAME_PATTERN",
+    "ToolBase",
+    "ToolMiddlewareBase",
+]
+
+#: What every provider accepts as a tool (function) name.
+TOOL_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 #: Files whose edits can run code or leak credentials; tools ask before touching them.
 DANGEROUS_FILES: tuple[str, ...] = (
@@ -264,6 +274,22 @@ class ToolBase:
             jsonschema.validate(result.metadata, self.metadata_schema)
 
     # -- schema ------------------------------------------------------------------------------
+
+    def validate_name(self, fix: str = "set its `name`") -> None:
+        """Check that :attr:`name` is one every provider accepts (``^[a-zA-Z0-9_-]{1,64}$``).
+
+        Raises:
+            ValueError: it is not; ``fix`` says what to change.
+        """
+        name = self.name
+        if not name:
+            raise ValueError(f"{type(self).__name__} has no name; {fix}")
+        if not isinstance(name, str) or TOOL_NAME_PATTERN.fullmatch(name) is None:
+            raise ValueError(
+                f"tool name {name!r} of {type(self).__name__} does not match "
+                f"^{TOOL_NAME_PATTERN.pattern}$, the pattern model providers accept for tool "
+                f"names; {fix}"
+            )
 
     def validate_schema(self) -> None:
         """Check that :attr:`input_schema` is an object schema that jsonschema accepts.

@@ -397,8 +397,7 @@ def _describe(layer: object) -> str:
 def _check_tool(tool: Any) -> None:
     if not isinstance(tool, ToolBase):
         raise TypeError(f"expected a ToolBase, got {type(tool).__name__}")
-    if not tool.name:
-        raise ValueError(f"{type(tool).__name__} has no name")
+    tool.validate_name()
     tool.validate_schema()
 
 
