@@ -1508,3 +1508,20 @@ async def test_an_input_rewritten_by_an_on_reply_middleware_is_checked_before_an
         await agent.reply(user())
     assert agent.state.context == []
     assert model.requests == []
+
+
+async def test_a_sync_on_event_callback_is_refused_before_the_reply_starts() -> None:
+    agent, model = make_agent([text_chunks("fine")])
+    seen: list[Any] = []
+    with pytest.raises(TypeError, match=r"on_event .*<lambda>.* is not an async function"):
+        await agent.reply(user(), on_event=lambda e: seen.append(e))  # type: ignore[arg-type,func-returns-value]
+
+    async def two(event: Any, extra: Any) -> None: ...
+
+    with pytest.raises(TypeError, match=r"on_event .*two.* cannot be called with 1 argument"):
+        await agent.reply(user(), on_event=two)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"on_event .* is not callable"):
+        await agent.reply(user(), on_event="print")  # type: ignore[arg-type]
+    assert seen == []
+    assert agent.state.context == []
+    assert model.requests == []

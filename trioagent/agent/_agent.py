@@ -42,7 +42,13 @@ from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from ._injection import Injector
 from ._inputs import check_reply_call, checked_copies, classify_inputs, message_list
-from ._protocol import ActingItem, MiddlewareLike, ReplyInputs
+from ._protocol import (
+    ActingItem,
+    MiddlewareLike,
+    ReplyInputs,
+    check_middlewares,
+    check_on_event,
+)
 from ._reasoning import Reasoner, prompt_layer
 from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
 from ._results import ResultWriter
@@ -119,13 +125,7 @@ class Agent:
                 "injection or the compression tool is enabled"
             )
         self.permission_engine = PermissionEngine(self.state.permission_context)
-        self.middlewares: tuple[MiddlewareLike, ...] = tuple(middlewares or ())
-        for mw in self.middlewares:
-            if not isinstance(mw, MiddlewareLike):
-                raise TypeError(
-                    f"middlewares must be MiddlewareBase instances (or implement every hook), "
-                    f"got {mw!r}"
-                )
+        self.middlewares: tuple[MiddlewareLike, ...] = check_middlewares(middlewares or ())
 
         def using(hook: str) -> list[MiddlewareLike]:
             return [mw for mw in self.middlewares if mw.is_implemented(hook)]
@@ -194,6 +194,7 @@ class Agent:
         """
         consumer = None
         if on_event is not None:
+            check_on_event(on_event)
 
             async def consumer(item: ReplyItem) -> None:
                 if not isinstance(item, Msg):

@@ -31,6 +31,7 @@ from typing import ClassVar
 
 import jsonschema
 
+from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject, JSONValue
@@ -163,6 +164,7 @@ class ToolBase:
     ) -> None:
         """Attach per-instance ``middlewares``; optionally override the background flags."""
         self._middlewares: list[ToolMiddlewareBase] = list(middlewares or [])
+        self.check_middlewares()
         if is_background is not None:
             self.is_background = is_background
         if background_after is not None:
@@ -274,6 +276,20 @@ class ToolBase:
             jsonschema.validate(result.metadata, self.metadata_schema)
 
     # -- schema ------------------------------------------------------------------------------
+
+    def check_middlewares(self) -> None:
+        """Check that each middleware's ``on_tool_call`` is an ``async def`` taking
+        ``(tool, input_kwargs, next_handler, emit)``.
+
+        Raises:
+            TypeError: one is not (named by class).
+        """
+        for middleware in self.middlewares:
+            require_async(
+                getattr(middleware, "on_tool_call", None),
+                f"{type(middleware).__name__}.on_tool_call",
+                ("tool", "input_kwargs", "next_handler", "emit"),
+            )
 
     def validate_name(self, fix: str = "set its `name`") -> None:
         """Check that :attr:`name` is one every provider accepts (``^[a-zA-Z0-9_-]{1,64}$``).
