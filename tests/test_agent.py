@@ -1525,3 +1525,35 @@ async def test_a_sync_on_event_callback_is_refused_before_the_reply_starts() -> 
     assert seen == []
     assert agent.state.context == []
     assert model.requests == []
+
+
+# -- configs and constructor arguments that could only fail mid-reply -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: ContextConfig(trigger_ratio=float("nan")), "trigger_ratio must be in"),
+        (lambda: ContextConfig(reserve_ratio=float("nan")), "reserve_ratio must be in"),
+        (lambda: ContextConfig(context_buffer_ratio=float("nan")), "context_buffer_ratio"),
+        (lambda: ContextConfig(trigger_ratio="0.5"), "trigger_ratio must be a number, got str"),
+        (lambda: ReActConfig(interrupt_grace=float("inf")), "interrupt_grace must be finite"),
+        (lambda: InjectionConfig(time_interval=float("nan")), "time_interval"),
+        (lambda: InjectionConfig(time_interval=-1.0), "time_interval"),
+        (lambda: InjectionConfig(time_interval=float("inf")), "time_interval"),
+    ],
+)
+def test_non_finite_or_mistyped_config_values_are_refused(make: Any, match: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        make()
+
+
+def test_the_agent_refuses_arguments_of_the_wrong_kind() -> None:
+    with pytest.raises(TypeError, match="model must be a ChatModelBase, got str"):
+        Agent("a", "", "gpt-4o")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fallback_model must be a ChatModelBase or None"):
+        Agent("a", "", ScriptedModel(), model_config=ModelConfig(fallback_model="gpt-4o"))
+    with pytest.raises(TypeError, match="toolkit must be a Toolkit"):
+        Agent("a", "", ScriptedModel(), toolkit=[len])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="system_prompt must be a str"):
+        Agent("a", None, ScriptedModel())  # type: ignore[arg-type]

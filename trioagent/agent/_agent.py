@@ -41,7 +41,13 @@ from ._background import BackgroundToolHandle, Supervisor
 from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from ._injection import Injector
-from ._inputs import check_reply_call, checked_copies, classify_inputs, message_list
+from ._inputs import (
+    check_arguments,
+    check_reply_call,
+    checked_copies,
+    classify_inputs,
+    message_list,
+)
 from ._protocol import (
     ActingItem,
     MiddlewareLike,
@@ -102,6 +108,7 @@ class Agent:
             raise ValueError("Agent name must be a non-empty string")
         if model is None:
             raise TypeError("Agent needs a chat model (model=...)")
+        check_arguments(model, system_prompt, toolkit, state, model_config)
         self.name = name
         self.system_prompt = system_prompt
         self.model = model

@@ -25,10 +25,15 @@ from ..message import (
     ToolResultBlock,
     URLSource,
 )
+from ..model import ChatModelBase
+from ..tool import Toolkit
+from ._config import ModelConfig
 from ._protocol import ReplyInputs
+from ._state import AgentState
 from ._structured import StructuredOutputTool
 
 __all__ = [
+    "check_arguments",
     "check_messages",
     "check_reply_call",
     "checked_copies",
@@ -134,6 +139,34 @@ def checked_copies(msgs: Sequence[Msg], label: str, patterns: Sequence[str] | No
             copied.content = [convert_unsupported(b, patterns) for b in copied.content]
         copies.append(copied)
     return copies
+
+
+def check_arguments(
+    model: object,
+    system_prompt: object,
+    toolkit: object,
+    state: object,
+    model_config: ModelConfig | None,
+) -> None:
+    """Check the kinds of ``Agent(...)``'s arguments, which would otherwise fail mid-reply.
+
+    Raises:
+        TypeError: one of the wrong kind, named.
+    """
+    if not isinstance(model, ChatModelBase):
+        raise TypeError(f"model must be a ChatModelBase, got {type(model).__name__}")
+    fallback = model_config.fallback_model if model_config is not None else None
+    if fallback is not None and not isinstance(fallback, ChatModelBase):
+        raise TypeError(
+            f"model_config.fallback_model must be a ChatModelBase or None, "
+            f"got {type(fallback).__name__}"
+        )
+    if not isinstance(system_prompt, str):
+        raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+    if toolkit is not None and not isinstance(toolkit, Toolkit):
+        raise TypeError(f"toolkit must be a Toolkit, got {type(toolkit).__name__}")
+    if state is not None and not isinstance(state, AgentState):
+        raise TypeError(f"state must be an AgentState, got {type(state).__name__}")
 
 
 def check_reply_call(inputs: ReplyInputs, structured_schema: object) -> None:
