@@ -712,7 +712,7 @@ async def test_observe_rejects_system_and_tool_blocks():
         await agent.observe(SystemMsg("s", "x"))
     with pytest.raises(ValueError, match="tool_call"):
         await agent.observe(AssistantMsg("a", [ToolCallBlock(id="c", name="t", input="{}")]))
-    with pytest.raises(ValueError, match="Msg"):
+    with pytest.raises(TypeError, match="Msg"):  # a wrong type is a TypeError
         await agent.observe(["text"])  # type: ignore[list-item]
     assert agent.state.context == []
 
@@ -1434,3 +1434,126 @@ async def test_interrupt_while_the_completed_end_is_being_delivered() -> None:
     assert msg.finished_reason == ends[0].finished_reason == "completed"
     assert msg.get_text_content() == "hi"
     assert not agent.is_replying
+
+
+# -- a rejected input changes nothing ------------------------------------------------------------
+
+
+def _bad_inputs() -> list[Any]:
+    from trioagent.event import UserInterruptEvent
+    from trioagent.message import SystemMsg
+
+    tool_call = AssistantMsg("someone", [ToolCallBlock(id="c", name="t", input="{}")])
+    return [
+        pytest.param([user("ok"), 42], TypeError, r"inputs\[1\] must be a Msg, got int", id="int"),
+        pytest.param([user("ok"), "text"], TypeError, r"inputs\[1\] must be a Msg", id="str"),
+        pytest.param(
+            [user("ok"), UserInterruptEvent()], TypeError, r"inputs\[1\].*alone", id="event"
+        ),
+        pytest.param(
+            [user("ok"), SystemMsg("s", "x")], ValueError, r"inputs\[1\].*system", id="system"
+        ),
+        pytest.param([user("ok"), tool_call], ValueError, r"inputs\[1\].*tool_call", id="tool"),
+        pytest.param(b"ab", TypeError, "bytes", id="bytes"),
+        pytest.param({"role": "user"}, TypeError, "dict", id="dict"),
+    ]
+
+
+@pytest.mark.parametrize(("inputs", "error", "match"), _bad_inputs())
+async def test_a_rejected_reply_input_leaves_the_context_unchanged(
+    inputs: Any, error: type[Exception], match: str
+) -> None:
+    agent, model = make_agent([text_chunks("fine")])
+    with pytest.raises(error, match=match):
+        await agent.reply(inputs)
+    stream = agent.stream(inputs)
+    with pytest.raises(error, match=match):
+        await stream.__aenter__()
+    assert agent.state.context == []
+    assert model.requests == []
+    assert not agent.is_replying
+    await agent.reply(user("next"))  # the next reply sends only its own message
+    sent = model.requests[0].messages
+    assert [(m.role, m.get_text_content()) for m in sent[1:]] == [("user", "next")]
+
+
+@pytest.mark.parametrize(("inputs", "error", "match"), _bad_inputs()[:-2])
+async def test_a_rejected_observe_leaves_the_context_unchanged(
+    inputs: Any, error: type[Exception], match: str
+) -> None:
+    agent, _ = make_agent()
+    await agent.observe(user("before"))
+    with pytest.raises(error, match=match.replace("inputs", "msgs")):
+        await agent.observe(inputs)
+    assert [m.get_text_content() for m in agent.state.context] == ["before"]
+
+
+async def test_a_block_appended_to_a_msg_after_construction_is_checked() -> None:
+    agent, model = make_agent([text_chunks("fine")])
+    msg = user("ok")
+    msg.content.append("not a block")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"inputs\[1\]\.content\[1\] is not a content block"):
+        await agent.reply([user("first"), msg])
+    assert agent.state.context == []
+    assert model.requests == []
+
+
+async def test_an_input_rewritten_by_an_on_reply_middleware_is_checked_before_any_change() -> None:
+    class Rewrite(MiddlewareBase):
+        async def on_reply(self, agent, input_kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
+            await next_handler(inputs=[user("smuggled"), 7])
+
+    agent, model = make_agent([text_chunks("fine")], middlewares=[Rewrite()])
+    with pytest.raises(TypeError, match=r"inputs\[1\] must be a Msg, got int"):
+        await agent.reply(user())
+    assert agent.state.context == []
+    assert model.requests == []
+
+
+async def test_a_sync_on_event_callback_is_refused_before_the_reply_starts() -> None:
+    agent, model = make_agent([text_chunks("fine")])
+    seen: list[Any] = []
+    with pytest.raises(TypeError, match=r"on_event .*<lambda>.* is not an async function"):
+        await agent.reply(user(), on_event=lambda e: seen.append(e))  # type: ignore[arg-type,func-returns-value]
+
+    async def two(event: Any, extra: Any) -> None: ...
+
+    with pytest.raises(TypeError, match=r"on_event .*two.* cannot be called with 1 argument"):
+        await agent.reply(user(), on_event=two)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"on_event .* is not callable"):
+        await agent.reply(user(), on_event="print")  # type: ignore[arg-type]
+    assert seen == []
+    assert agent.state.context == []
+    assert model.requests == []
+
+
+# -- configs and constructor arguments that could only fail mid-reply -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: ContextConfig(trigger_ratio=float("nan")), "trigger_ratio must be in"),
+        (lambda: ContextConfig(reserve_ratio=float("nan")), "reserve_ratio must be in"),
+        (lambda: ContextConfig(context_buffer_ratio=float("nan")), "context_buffer_ratio"),
+        (lambda: ContextConfig(trigger_ratio="0.5"), "trigger_ratio must be a number, got str"),
+        (lambda: ReActConfig(interrupt_grace=float("inf")), "interrupt_grace must be finite"),
+        (lambda: InjectionConfig(time_interval=float("nan")), "time_interval"),
+        (lambda: InjectionConfig(time_interval=-1.0), "time_interval"),
+        (lambda: InjectionConfig(time_interval=float("inf")), "time_interval"),
+    ],
+)
+def test_non_finite_or_mistyped_config_values_are_refused(make: Any, match: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        make()
+
+
+def test_the_agent_refuses_arguments_of_the_wrong_kind() -> None:
+    with pytest.raises(TypeError, match="model must be a ChatModelBase, got str"):
+        Agent("a", "", "gpt-4o")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fallback_model must be a ChatModelBase or None"):
+        Agent("a", "", ScriptedModel(), model_config=ModelConfig(fallback_model="gpt-4o"))
+    with pytest.raises(TypeError, match="toolkit must be a Toolkit"):
+        Agent("a", "", ScriptedModel(), toolkit=[len])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="system_prompt must be a str"):
+        Agent("a", None, ScriptedModel())  # type: ignore[arg-type]

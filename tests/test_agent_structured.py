@@ -596,13 +596,17 @@ async def test_an_empty_dict_schema_accepts_any_object() -> None:
     assert msg.structured_output == {"free": [1, {"x": None}]}
 
 
-async def test_an_unusable_schema_ends_the_reply_with_one_error_end() -> None:
+async def test_an_unusable_schema_is_refused_before_the_reply_starts() -> None:
+    """A bad argument is refused at entry: no events, nothing added to the context."""
     agent, model = make_agent([edge_structured_call("s1", GOOD)])
     rec = Recorder()
     with pytest.raises(TypeError, match="structured_schema must be a JSON-schema dict"):
         await agent.reply(user(), structured_schema=str, on_event=rec)
-    assert [e.finished_reason for e in rec.ends] == ["error"]
-    assert rec.types[-1] == "REPLY_END"
+    for not_an_object_schema in ({"type": "string"}, {"type": "object", "properties": 5}):
+        with pytest.raises(ValueError, match="structured_schema is not a usable JSON object"):
+            await agent.reply(user(), structured_schema=not_an_object_schema, on_event=rec)
+    assert rec.events == []
+    assert agent.state.context == []
     assert model.requests == []
     assert not agent.is_replying
 

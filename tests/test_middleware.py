@@ -1087,3 +1087,59 @@ async def test_a_failing_pull_layer_ends_the_reply_with_error(autojump_clock):
     assert rec.events[-1] is rec.ends[0]
     assert rec.ends[0].error is not None
     assert "no text allowed" in rec.ends[0].error.message
+
+
+# -- a sync callable where an async one belongs is refused at the entry ---------------------------
+
+
+class SyncHook(MiddlewareBase):
+    def on_reasoning(self, agent, input_kwargs, next_handler, emit):  # type: ignore[no-untyped-def,override]
+        return None
+
+
+class AgentScopeStyle(MiddlewareBase):
+    async def on_reply(self, agent, kwargs, next_handler):  # type: ignore[no-untyped-def,override]
+        await next_handler()
+
+
+class AsyncGeneratorHook(MiddlewareBase):
+    async def on_acting(self, agent, kwargs, next_handler):  # type: ignore[no-untyped-def,override]
+        yield None
+
+
+class SyncPrompt(MiddlewareBase):
+    def on_system_prompt(self, agent, current_prompt):  # type: ignore[no-untyped-def,override]
+        return current_prompt
+
+
+class SyncKey(MiddlewareBase):
+    def get_middleware_key(self):  # type: ignore[no-untyped-def,override]
+        return "key"
+
+
+@pytest.mark.parametrize(
+    ("middleware", "match"),
+    [
+        (SyncHook(), r"SyncHook\.on_reasoning is not an async function"),
+        (AgentScopeStyle(), r"AgentScopeStyle\.on_reply .*\(agent, kwargs, next_handler\).*emit"),
+        (AsyncGeneratorHook(), r"AsyncGeneratorHook\.on_acting is an async generator"),
+        (SyncPrompt(), r"SyncPrompt\.on_system_prompt is not an async function"),
+        (SyncKey(), r"SyncKey\.get_middleware_key is not an async function"),
+    ],
+)
+def test_a_hook_that_cannot_be_awaited_is_refused_by_the_agent(
+    middleware: MiddlewareBase, match: str
+) -> None:
+    with pytest.raises(TypeError, match=match):
+        make_agent([text_chunks("x")], middlewares=[middleware])
+
+
+def test_the_same_middleware_instance_listed_twice_is_refused() -> None:
+    class Passing(MiddlewareBase):
+        async def on_reply(self, agent, input_kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
+            await next_handler()
+
+    once = Passing()
+    with pytest.raises(ValueError, match=r"middlewares\[1\] .*Passing.* listed twice"):
+        make_agent([text_chunks("x")], middlewares=[once, once])
+    make_agent([text_chunks("x")], middlewares=[once, Passing()])  # two instances are fine

@@ -825,3 +825,14 @@ async def test_a_tool_suggesting_none_gets_an_ask_without_suggestions() -> None:
     decision = await PermissionEngine().check_permission(NoSuggestions(), {})
     assert decision.behavior == PermissionBehavior.ASK
     assert decision.suggested_rules is None
+
+
+def test_add_rule_refuses_what_could_never_match() -> None:
+    engine = PermissionEngine()
+    with pytest.raises(TypeError, match="add_rule takes a PermissionRule, got dict"):
+        engine.add_rule({"tool_name": "t", "behavior": "allow"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tool_name must be a non-empty str, got 5"):
+        engine.add_rule(PermissionRule(tool_name=5, behavior="allow"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rule_content must be a str or None"):
+        engine.add_rule(PermissionRule(tool_name="t", rule_content=3, behavior="deny"))  # type: ignore[arg-type]
+    assert engine.context.allow_rules == engine.context.deny_rules == {}

@@ -581,3 +581,72 @@ def test_unstructure_writes_the_tag_first_and_the_fields_as_cattrs_does() -> Non
         assert next(iter(ours)) == "type"
         assert ours["type"] == str(type(value).type)
         assert {k: v for k, v in ours.items() if k != "type"} == plain.unstructure(value)
+
+
+# -- hostile payloads: every failure is a SerializationError -------------------------------------
+
+
+def _msg_with_metadata(depth: int) -> dict[str, Any]:
+    nested: Any = 1
+    for _ in range(depth):
+        nested = {"a": nested}
+    data = unstructure(Msg("user", [TextBlock(text="hi")], "user"))
+    assert isinstance(data, dict)
+    data["metadata"] = {"deep": nested}
+    return data
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param("[" * 100_000, id="open-brackets"),
+        pytest.param('{"a":' * 5000 + "1" + "}" * 5000, id="deep-object"),
+        pytest.param(json.dumps(_msg_with_metadata(600)), id="deep-metadata"),
+        pytest.param(("[" * 100_000).encode(), id="bytes"),
+    ],
+)
+def test_deep_nesting_is_refused_before_parsing(payload: str | bytes) -> None:
+    for target in (Msg, list[AgentEvent], object):
+        with pytest.raises(SerializationError, match="nested deeper than 200 levels"):
+            loads(payload, target)
+
+
+def test_structure_refuses_deep_plain_data_too() -> None:
+    with pytest.raises(SerializationError, match=r"nested deeper than 200 levels"):
+        structure(_msg_with_metadata(600), Msg)
+    with pytest.raises(SerializationError, match=r"nested deeper than 200 levels"):
+        structure(_msg_with_metadata(250), Msg)
+
+
+def test_nesting_up_to_the_limit_loads_and_the_limit_can_be_raised() -> None:
+    inside = _msg_with_metadata(190)  # 190 levels in the metadata, a few more around it
+    msg = loads(json.dumps(inside), Msg)
+    assert loads(dumps(msg), Msg) == msg
+    deeper = json.dumps(_msg_with_metadata(300))
+    with pytest.raises(SerializationError, match="max_depth"):
+        loads(deeper, Msg)
+    assert loads(deeper, Msg, max_depth=400).metadata == _msg_with_metadata(300)["metadata"]
+    assert structure(_msg_with_metadata(300), Msg, max_depth=400).metadata["deep"]["a"]["a"]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    msg = Msg("user", [TextBlock(text="[" * 10_000 + '\\"{' * 1000)], "user")
+    assert loads(dumps(msg), Msg) == msg
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param('{"n": 1' + "0" * 10_000 + "}", id="huge-int"),
+        pytest.param(b'{"n": 1' + b"0" * 10_000 + b"}", id="huge-int-bytes"),
+        pytest.param(" [1" + "0" * 10_000 + "]", id="huge-int-leading-space"),
+    ],
+)
+def test_an_integer_beyond_the_digit_limit_is_a_serialization_error(payload: str | bytes) -> None:
+    with pytest.raises(SerializationError, match="digits"):
+        loads(payload, object)
+
+
+def test_a_float_field_given_a_huge_integer_is_a_serialization_error() -> None:
+    with pytest.raises(SerializationError, match="too large"):
+        structure({"x": 10**400}, dict[str, float])

@@ -14,7 +14,14 @@ import trio
 
 from trioagent.exception import DeveloperOrientedException
 from trioagent.message import TextBlock, ToolCallBlock, ToolResultState
-from trioagent.tool import ToolBase, ToolChunk, Toolkit, ToolMiddlewareBase, ToolResponse
+from trioagent.tool import (
+    FunctionTool,
+    ToolBase,
+    ToolChunk,
+    Toolkit,
+    ToolMiddlewareBase,
+    ToolResponse,
+)
 
 
 class Recorder:
@@ -587,3 +594,37 @@ async def test_pull_stream_unwraps_a_single_inner_exception():
     toolkit.register_function(boom)
     response = await toolkit.call_tool(ToolCallBlock(id="b", name="boom"))
     assert response.text() == "caught inner failure"
+
+
+# -- a sync middleware is refused when it is registered --------------------------------------------
+
+
+def test_a_sync_toolkit_middleware_is_refused_when_registered() -> None:
+    def sync_mw(kwargs, next_handler, emit):  # type: ignore[no-untyped-def]
+        return None
+
+    async def two_args(kwargs, next_handler):  # type: ignore[no-untyped-def]
+        return await next_handler()
+
+    with pytest.raises(TypeError, match=r"toolkit middleware sync_mw is not an async function"):
+        Toolkit().register_middleware(sync_mw)
+    with pytest.raises(TypeError, match=r"toolkit middleware sync_mw is not an async function"):
+        Toolkit(middlewares=[sync_mw])
+    with pytest.raises(TypeError, match=r"two_args cannot be called with 3 arguments"):
+        Toolkit().register_middleware(two_args)
+
+
+def test_a_sync_tool_middleware_is_refused_when_the_tool_is_built() -> None:
+    class SyncToolMw(ToolMiddlewareBase):
+        def on_tool_call(self, tool, input_kwargs, next_handler, emit):  # type: ignore[no-untyped-def,override]
+            return None
+
+    def echo(x: str) -> str:
+        return x
+
+    with pytest.raises(TypeError, match=r"SyncToolMw\.on_tool_call is not an async function"):
+        FunctionTool(echo, middlewares=[SyncToolMw()])
+    tool = FunctionTool(echo)
+    tool.middlewares.append(SyncToolMw())
+    with pytest.raises(TypeError, match=r"SyncToolMw\.on_tool_call is not an async function"):
+        Toolkit().add_tool(tool)

@@ -7,9 +7,12 @@ corner cases, and a cancel sweep through two toolkit-wide middlewares.
 
 from __future__ import annotations
 
+import collections.abc
 import json
+import numbers
+import socket
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 import agent_kit
 import attrs
@@ -1262,3 +1265,67 @@ async def test_emitting_after_the_call_returned_is_refused() -> None:
     with pytest.raises(DeveloperOrientedException, match="after that call returned"):
         await saved[0](ToolChunk(content=[TextBlock(text="late")]))
     assert len(got) == 1
+
+
+# -- tools the toolkit cannot use are refused at registration -------------------------------------
+
+
+def test_a_lambda_is_refused_unless_it_is_given_a_name() -> None:
+    toolkit = Toolkit()
+    with pytest.raises(ValueError, match=r"'<lambda>'.*\^\[a-zA-Z0-9_-\]\{1,64\}\$.*name="):
+        toolkit.register_function(lambda x: x)
+    toolkit.register_function(lambda x: x, name="echo")
+    assert toolkit.get_tool("echo") is not None
+
+
+@pytest.mark.parametrize("name", ["my tool", "a.b", "x" * 65, "émoji", "<lambda>"])
+def test_a_tool_name_no_provider_accepts_is_refused(name: str) -> None:
+    def fine(x: str) -> str:
+        return x
+
+    with pytest.raises(ValueError, match="tool name"):
+        Toolkit().register_function(fine, name=name)
+    tool = FunctionTool(fine)
+    tool.name = name  # a ToolBase whose name was set by hand is checked too
+    with pytest.raises(ValueError, match="tool name"):
+        Toolkit().add_tool(tool)
+    with pytest.raises(ValueError, match="tool name"):
+        Toolkit(tools=[tool])
+
+
+@attrs.define
+class Endpoint:
+    sock: socket.socket
+
+
+def test_a_parameter_type_without_a_json_form_is_refused() -> None:
+    def connect(host: str, sock: socket.socket) -> str:
+        return host
+
+    with pytest.raises(TypeError, match=r"parameter 'sock' of connect.*socket.*input_schema="):
+        Toolkit().register_function(connect)
+
+    def many(socks: list[socket.socket | None]) -> None: ...
+
+    with pytest.raises(TypeError, match=r"parameter 'socks' of many.*socket"):
+        Toolkit().register_function(many)
+
+    def via(endpoint: Endpoint) -> None: ...
+
+    with pytest.raises(TypeError, match=r"parameter 'endpoint' of via.*Endpoint\.sock.*socket"):
+        Toolkit().register_function(via)
+
+    schema = {"type": "object", "properties": {"host": {"type": "string"}, "sock": {}}}
+    toolkit = Toolkit()
+    toolkit.register_function(connect, input_schema=schema)  # an explicit schema is the fix
+    assert toolkit.get_tool("connect") is not None
+
+
+class Point(TypedDict):
+    x: int
+
+
+def test_annotations_a_json_value_satisfies_are_still_accepted() -> None:
+    def f(a: numbers.Number, b: collections.abc.Hashable, c: Point, d: Any, e: object) -> None: ...
+
+    Toolkit().register_function(f)

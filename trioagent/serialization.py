@@ -7,6 +7,10 @@ message names the path of every bad field (``$.content[0].text``); nothing half-
 and the input is never modified.  Scalars are not coerced: ``5`` is not a ``str``, ``True`` is not
 an ``int``.
 
+Nesting is bounded: input nested deeper than :data:`MAX_DEPTH` levels (objects and arrays) is
+refused before it is parsed or built, since deeper data could not be copied or written back
+within Python's recursion limit.  ``max_depth=`` raises the bound for one call.
+
 Example::
 
     from trioagent.serialization import dumps, loads
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar, get_args, overload
@@ -33,9 +38,20 @@ from ._core.json_types import JSONValue
 from .event import AgentEvent
 from .message import Base64Source, ContentBlock, DataBlock, Msg, TextBlock, URLSource
 
-__all__ = ["SerializationError", "converter", "dumps", "loads", "structure", "unstructure"]
+__all__ = [
+    "MAX_DEPTH",
+    "SerializationError",
+    "converter",
+    "dumps",
+    "loads",
+    "structure",
+    "unstructure",
+]
 
 T = TypeVar("T")
+
+#: How deeply objects and arrays may nest in what :func:`loads` and :func:`structure` accept.
+MAX_DEPTH = 200
 
 
 class SerializationError(ValueError):
@@ -215,13 +231,19 @@ def unstructure(obj: object, as_type: object = None) -> JSONValue:
 
 # A class gives a typed result; a union or generic alias (``list[AgentEvent]``) gives ``Any``.
 @overload
-def structure(data: object, as_type: type[T]) -> T: ...
+def structure(data: object, as_type: type[T], *, max_depth: int = ...) -> T: ...
 @overload
-def structure(data: object, as_type: object) -> Any: ...
+def structure(data: object, as_type: object, *, max_depth: int = ...) -> Any: ...
 
 
-def structure(data: object, as_type: object) -> object:
-    """Build ``as_type`` from plain data; raises :class:`SerializationError`."""
+def structure(data: object, as_type: object, *, max_depth: int = MAX_DEPTH) -> object:
+    """Build ``as_type`` from plain data; raises :class:`SerializationError` (also for data
+    nested deeper than ``max_depth`` levels)."""
+    _check_data_depth(data, as_type, max_depth)
+    return _structure(data, as_type)
+
+
+def _structure(data: object, as_type: object) -> object:
     try:
         entry = _OWN_HOOKS.get(id(as_type))
         if entry is not None and entry[0] is as_type:
@@ -231,8 +253,58 @@ def structure(data: object, as_type: object) -> object:
         raise SerializationError(
             as_type, cattrs.transform_error(exc, format_exception=_describe)
         ) from exc
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except SerializationError:
+        raise
+    except RecursionError:
+        raise SerializationError(as_type, ["nested too deeply to build @ $"]) from None
+    except Exception as exc:  # a hook's own error: KeyError, TypeError, OverflowError, ...
         raise SerializationError(as_type, [f"{type(exc).__name__}: {exc} @ $"]) from exc
+
+
+def _too_deep(as_type: object, max_depth: int) -> SerializationError:
+    return SerializationError(
+        as_type,
+        [
+            f"nested deeper than {max_depth} levels (the bound on nesting; pass "
+            "max_depth=... to raise it) @ $"
+        ],
+    )
+
+
+def _check_data_depth(data: object, as_type: object, max_depth: int) -> None:
+    """Refuse plain data whose dicts and lists nest deeper than ``max_depth`` (no recursion)."""
+    level: list[object] = [data]
+    depth = 0
+    while level:
+        containers = [v for v in level if isinstance(v, dict | list | tuple)]
+        if not containers:
+            return
+        depth += 1
+        if depth > max_depth:
+            raise _too_deep(as_type, max_depth)
+        level = []
+        for value in containers:
+            level.extend(value.values() if isinstance(value, dict) else value)
+
+
+#: A JSON string (skipped whole) or one bracket.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _check_text_depth(text: str, as_type: object, max_depth: int) -> None:
+    """Refuse JSON text nested deeper than ``max_depth`` levels, before the (recursive) parser
+    sees it.  Counting the brackets costs one C-level count when there are few of them."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise _too_deep(as_type, max_depth)
+        elif token in "]}":
+            depth -= 1
 
 
 def _describe(exc: BaseException, expected: type | None) -> str:
@@ -258,32 +330,52 @@ def dumps(obj: object, as_type: object = None) -> str:
 
 
 @overload
-def loads(payload: str | bytes, as_type: type[T]) -> T: ...
+def loads(payload: str | bytes, as_type: type[T], *, max_depth: int = ...) -> T: ...
 @overload
-def loads(payload: str | bytes, as_type: object) -> Any: ...
+def loads(payload: str | bytes, as_type: object, *, max_depth: int = ...) -> Any: ...
 
 
-def loads(payload: str | bytes, as_type: object) -> object:
-    """Parse a JSON string into ``as_type`` (for example ``Msg``, ``list[AgentEvent]``)."""
-    return structure(_parse_json(payload, as_type), as_type)
+def loads(payload: str | bytes, as_type: object, *, max_depth: int = MAX_DEPTH) -> object:
+    """Parse a JSON string into ``as_type`` (for example ``Msg``, ``list[AgentEvent]``).
+
+    Raises:
+        SerializationError: invalid JSON (also bytes that are not UTF-8/16/32, an integer
+            beyond Python's digit limit), JSON nested deeper than ``max_depth`` levels, or
+            data that does not fit ``as_type``.
+    """
+    if not isinstance(payload, str):
+        payload = _decode(payload, as_type)
+    _check_text_depth(payload, as_type, max_depth)
+    return _structure(_parse_json(payload, as_type), as_type)
+
+
+def _decode(payload: bytes | bytearray, as_type: object) -> str:
+    """JSON bytes as text, in the encoding ``json.loads`` would detect."""
+    if not isinstance(payload, bytes | bytearray):
+        raise TypeError(f"loads() takes a str or bytes, got {type(payload).__name__}")
+    try:
+        return payload.decode(json.detect_encoding(payload), "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise SerializationError(as_type, [f"invalid JSON: {exc} @ $"]) from exc
 
 
 _scan_json: Callable[[str, int], tuple[JSONValue, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def _parse_json(payload: str | bytes, as_type: object) -> JSONValue:
-    """The standard library's parser (exact integers of any size, the same errors), minus the
-    per-call overhead of ``json.loads`` for the common case: a ``str`` that starts with the
-    value and ends with it or with JSON whitespace."""
-    if isinstance(payload, str):
-        try:
-            data, end = _scan_json(payload, 0)
-        except (StopIteration, ValueError):
-            pass  # invalid here or leading whitespace: json.loads reports or accepts it
-        else:
-            if end == len(payload) or not payload[end:].strip(" \t\n\r"):
-                return data
+def _parse_json(payload: str, as_type: object) -> JSONValue:
+    """The standard library's parser (the same errors), minus the per-call overhead of
+    ``json.loads`` for the common case: a ``str`` that starts with the value and ends with it
+    or with JSON whitespace."""
+    try:
+        data, end = _scan_json(payload, 0)
+    except (StopIteration, ValueError, RecursionError):
+        pass  # invalid here or leading whitespace: json.loads reports or accepts it
+    else:
+        if end == len(payload) or not payload[end:].strip(" \t\n\r"):
+            return data
     try:
         return json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bytes that are not UTF-8 too
+    except RecursionError:
+        raise SerializationError(as_type, ["nested too deeply to parse @ $"]) from None
+    except ValueError as exc:  # JSONDecodeError, or an integer beyond the digit limit
         raise SerializationError(as_type, [f"invalid JSON: {exc} @ $"]) from exc

@@ -8,7 +8,6 @@ and then propagates; an error emits an ERROR end and then propagates.
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import types
@@ -31,9 +30,7 @@ from ..exception import ReplyInterruptedError, error_info
 from ..message import (
     Msg,
     TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
-    ToolResultBlock,
 )
 from ..model import ChatModelBase
 from ..permission import PermissionDecision, PermissionEngine
@@ -44,8 +41,20 @@ from ._background import BackgroundToolHandle, Supervisor
 from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
 from ._injection import Injector
-from ._inputs import classify_inputs, convert_unsupported
-from ._protocol import ActingItem, MiddlewareLike, ReplyInputs
+from ._inputs import (
+    check_arguments,
+    check_reply_call,
+    checked_copies,
+    classify_inputs,
+    message_list,
+)
+from ._protocol import (
+    ActingItem,
+    MiddlewareLike,
+    ReplyInputs,
+    check_middlewares,
+    check_on_event,
+)
 from ._reasoning import Reasoner, prompt_layer
 from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
 from ._results import ResultWriter
@@ -99,6 +108,7 @@ class Agent:
             raise ValueError("Agent name must be a non-empty string")
         if model is None:
             raise TypeError("Agent needs a chat model (model=...)")
+        check_arguments(model, system_prompt, toolkit, state, model_config)
         self.name = name
         self.system_prompt = system_prompt
         self.model = model
@@ -122,13 +132,7 @@ class Agent:
                 "injection or the compression tool is enabled"
             )
         self.permission_engine = PermissionEngine(self.state.permission_context)
-        self.middlewares: tuple[MiddlewareLike, ...] = tuple(middlewares or ())
-        for mw in self.middlewares:
-            if not isinstance(mw, MiddlewareLike):
-                raise TypeError(
-                    f"middlewares must be MiddlewareBase instances (or implement every hook), "
-                    f"got {mw!r}"
-                )
+        self.middlewares: tuple[MiddlewareLike, ...] = check_middlewares(middlewares or ())
 
         def using(hook: str) -> list[MiddlewareLike]:
             return [mw for mw in self.middlewares if mw.is_implemented(hook)]
@@ -197,6 +201,7 @@ class Agent:
         """
         consumer = None
         if on_event is not None:
+            check_on_event(on_event)
 
             async def consumer(item: ReplyItem) -> None:
                 if not isinstance(item, Msg):
@@ -279,13 +284,14 @@ class Agent:
         """
         if msgs is None:
             return
+        incoming = message_list(msgs, "msgs")
         if self.state.has_awaiting_tool_calls(self.name):
             raise ValueError(
                 "Agent is parked: tool calls await a confirmation or an external result. "
                 "Resume it (UserConfirmResultEvent / ExternalExecutionResultEvent) or abort it "
                 "(UserInterruptEvent) before observing new messages."
             )
-        self._handle_incoming_messages([msgs] if isinstance(msgs, Msg) else list(msgs))
+        self.state.context.extend(self._checked_copies(incoming, "msgs"))
 
     async def compress_context(
         self, context_config: ContextConfig | None = None, instructions: str | None = None
@@ -351,6 +357,7 @@ class Agent:
     ) -> Reply:
         if self._reply is not None:
             raise RuntimeError(f"agent {self.name!r} is already replying; one reply at a time")
+        check_reply_call(inputs, structured_schema)  # a bad input changes nothing
         run = Reply(consumer, self.toolkit)
         self._reply = run
         if on_registered is not None:
@@ -475,8 +482,11 @@ class Agent:
             run.reply_id = self.state.reply_id
             await self._resumer.apply(event, emit)
         else:
+            incoming = self._checked_copies(msgs, "inputs")  # before anything changes
+            if schema is not None:
+                self._own_tools(schema)  # a bad schema raises here, not after the append
             ResultWriter(self.state, self.name).close_left_by_a_snapshot()
-            self._handle_incoming_messages(msgs)
+            self.state.context.extend(incoming)
             self.state.reply_context = ReplyContext(structured_schema=schema)
             run.reply_id = self.state.reply_id
             run.started = True
@@ -561,22 +571,9 @@ class Agent:
 
     # -- inputs ---------------------------------------------------------------------------------
 
-    def _handle_incoming_messages(self, msgs: Sequence[Msg]) -> None:
-        """Validate, deep-copy and append incoming messages."""
+    def _checked_copies(self, msgs: Sequence[Msg], label: str) -> list[Msg]:
+        """Checked deep copies of incoming messages (all checked before any is appended)."""
         patterns = getattr(
             getattr(self.model, "formatter", None), "supported_input_media_types", None
         )
-        for msg in msgs:
-            if not isinstance(msg, Msg):
-                raise ValueError(f"expected a Msg, got {type(msg).__name__}")
-            if msg.role == "system":
-                raise ValueError("system messages cannot be passed to an agent; use system_prompt")
-            for block in msg.content:
-                if isinstance(block, ToolCallBlock | ToolResultBlock | ThinkingBlock):
-                    raise ValueError(
-                        f"incoming messages cannot hold {block.type!r} blocks (message {msg.id})"
-                    )
-            copied = copy.deepcopy(msg)
-            if patterns is not None:
-                copied.content = [convert_unsupported(b, patterns) for b in copied.content]
-            self.state.context.append(copied)
+        return checked_copies(msgs, label, patterns)

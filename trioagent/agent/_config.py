@@ -6,6 +6,7 @@ application can adjust them between replies.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -50,13 +51,34 @@ DEFAULT_SUMMARY_SCHEMA: dict[str, Any] = {
 
 def _ratio(low: float, high: float, *, low_open: bool, high_open: bool) -> Any:
     def check(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
+        _number(instance, attribute, value)
         too_low = value <= low if low_open else value < low
         too_high = value >= high if high_open else value > high
-        if too_low or too_high:
+        if too_low or too_high or math.isnan(value):
             lo, hi = "(" if low_open else "[", ")" if high_open else "]"
             raise ValueError(f"{attribute.name} must be in {lo}{low}, {high}{hi}, got {value}")
 
     return check
+
+
+def _number(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{attribute.name} must be a number, got {type(value).__name__}")
+
+
+def _finite_positive(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    _number(instance, attribute, value)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{attribute.name} must be finite and > 0, got {value}")
+
+
+def _time_interval(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    _number(instance, attribute, value)
+    if not (0 <= value < _MAX_HOURS):  # also NaN; timedelta(hours=...) overflows past this
+        raise ValueError(f"{attribute.name} must be in [0, {_MAX_HOURS}) hours, got {value}")
+
+
+_MAX_HOURS = 1_000_000
 
 
 @attrs.define(kw_only=True)
@@ -103,7 +125,7 @@ class ReActConfig:
     structured_output_grace_iters: int = attrs.field(default=5, validator=attrs.validators.gt(0))
     interruption_message: str = "I notice the interruption. How can I help you?"
     interruption_raise_cancelled_error: bool = False
-    interrupt_grace: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    interrupt_grace: float = attrs.field(default=5.0, validator=_finite_positive)
 
 
 @attrs.define(kw_only=True)
@@ -147,7 +169,7 @@ class InjectionConfig:
     inject_runtime_state: bool = True
     timezone: str = attrs.field(default="UTC", validator=_check_timezone)
     time_format: str = "%Y-%m-%dT%H:%M:%S"
-    time_interval: float = 0.5
+    time_interval: float = attrs.field(default=0.5, validator=_time_interval)
     context_buffer_ratio: float | None = None
     tool_retries_limit: int = attrs.field(default=3, validator=attrs.validators.ge(3))
     tool_retries_hint: str = DEFAULT_TOOL_RETRIES_HINT

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol, TypeAlias, runtime_checkable
 
+from .._core.callables import require_async
 from .._core.chain import Kwargs, NextHandler
 from .._core.emit import Emit
 from ..event import (
@@ -38,6 +39,8 @@ __all__ = [
     "MiddlewareLike",
     "ReplyInputs",
     "ReplyItem",
+    "check_middlewares",
+    "check_on_event",
 ]
 
 #: What ``reply()`` and ``stream()`` accept: new messages, or an event resuming a parked reply.
@@ -176,3 +179,54 @@ class MiddlewareLike(Protocol):
 
     async def on_system_prompt(self, agent: AgentLike, current_prompt: str) -> str:
         """Transform the system prompt."""
+
+
+#: The arguments each hook is called with (after ``self``).
+_STREAMING = ("agent", "input_kwargs", "next_handler", "emit")
+_AWAITABLE = ("agent", "input_kwargs", "next_handler")
+HOOK_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "on_reply": _STREAMING,
+    "on_reasoning": _STREAMING,
+    "on_acting": _STREAMING,
+    "on_model_call": _STREAMING,
+    "on_check_permission": _AWAITABLE,
+    "on_compress_context": _AWAITABLE,
+    "on_system_prompt": ("agent", "current_prompt"),
+}
+
+
+def check_middlewares(middlewares: Sequence[object]) -> tuple[MiddlewareLike, ...]:
+    """The middlewares, each checked: a ``MiddlewareLike``, listed once, and every hook it
+    implements an ``async def`` taking the arguments it is called with.
+
+    Raises:
+        TypeError: not a middleware, or a hook that cannot be awaited as it is called (a sync
+            ``def``, an async generator, AgentScope's signature without ``emit``).
+        ValueError: the same instance listed twice.
+    """
+    seen: dict[int, int] = {}
+    for index, mw in enumerate(middlewares):
+        if not isinstance(mw, MiddlewareLike):
+            raise TypeError(
+                f"middlewares must be MiddlewareBase instances (or implement every hook), "
+                f"got {mw!r}"
+            )
+        if id(mw) in seen:
+            raise ValueError(
+                f"middlewares[{index}] ({type(mw).__name__}) is listed twice (also at "
+                f"[{seen[id(mw)]}]): each hook would run twice over one state entry; pass "
+                "another instance if you mean two layers"
+            )
+        seen[id(mw)] = index
+        name = type(mw).__name__
+        require_async(mw.get_middleware_key, f"{name}.get_middleware_key", ())
+        for hook, params in HOOK_PARAMETERS.items():
+            if mw.is_implemented(hook):
+                require_async(getattr(mw, hook), f"{name}.{hook}", params)
+    return tuple(middlewares)  # type: ignore[arg-type]  # each one checked above
+
+
+def check_on_event(on_event: object) -> None:
+    """Check a ``reply(on_event=...)`` callback (see :func:`check_middlewares`)."""
+    name = getattr(on_event, "__qualname__", None) or repr(on_event)
+    require_async(on_event, f"on_event ({name})", ("event",))

@@ -59,7 +59,21 @@ class PermissionEngine:
         self.context = context if context is not None else PermissionContext()
 
     def add_rule(self, rule: PermissionRule) -> None:
-        """Append ``rule`` to the list for its tool and behavior (passthrough is ignored)."""
+        """Append ``rule`` to the list for its tool and behavior (passthrough is ignored).
+
+        Raises:
+            TypeError: not a :class:`PermissionRule`.
+            ValueError: a rule that could never match (a ``tool_name`` that is not a non-empty
+                str, a ``rule_content`` that is neither a str nor ``None``).
+        """
+        if not isinstance(rule, PermissionRule):
+            raise TypeError(f"add_rule takes a PermissionRule, got {type(rule).__name__}")
+        if not isinstance(rule.tool_name, str) or not rule.tool_name:
+            raise ValueError(f"a rule's tool_name must be a non-empty str, got {rule.tool_name!r}")
+        if rule.rule_content is not None and not isinstance(rule.rule_content, str):
+            raise ValueError(
+                f"a rule's rule_content must be a str or None, got {rule.rule_content!r}"
+            )
         table = self._rules(rule.behavior)
         if table is not None:
             table.setdefault(rule.tool_name, []).append(rule)

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from typing import ClassVar
 
 import jsonschema
 
+from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject, JSONValue
@@ -43,7 +45,16 @@ from ..permission import (
 from ._middleware import ChunkCollector, ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolResponse, chunk_from_value
 
-__all__ = ["DANGEROUS_DIRECTORIES", "DANGEROUS_FILES", "ToolBase", "ToolMiddlewareBase"]
+__all__ = [
+    "DANGEROUS_DIRECTORIES",
+    "DANGEROUS_FILES",
+    "TOOL_NAME_PATTERN",
+    "ToolBase",
+    "ToolMiddlewareBase",
+]
+
+#: What every provider accepts as a tool (function) name.
+TOOL_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 #: Files whose edits can run code or leak credentials; tools ask before touching them.
 DANGEROUS_FILES: tuple[str, ...] = (
@@ -153,6 +164,7 @@ class ToolBase:
     ) -> None:
         """Attach per-instance ``middlewares``; optionally override the background flags."""
         self._middlewares: list[ToolMiddlewareBase] = list(middlewares or [])
+        self.check_middlewares()
         if is_background is not None:
             self.is_background = is_background
         if background_after is not None:
@@ -264,6 +276,36 @@ class ToolBase:
             jsonschema.validate(result.metadata, self.metadata_schema)
 
     # -- schema ------------------------------------------------------------------------------
+
+    def check_middlewares(self) -> None:
+        """Check that each middleware's ``on_tool_call`` is an ``async def`` taking
+        ``(tool, input_kwargs, next_handler, emit)``.
+
+        Raises:
+            TypeError: one is not (named by class).
+        """
+        for middleware in self.middlewares:
+            require_async(
+                getattr(middleware, "on_tool_call", None),
+                f"{type(middleware).__name__}.on_tool_call",
+                ("tool", "input_kwargs", "next_handler", "emit"),
+            )
+
+    def validate_name(self, fix: str = "set its `name`") -> None:
+        """Check that :attr:`name` is one every provider accepts (``^[a-zA-Z0-9_-]{1,64}$``).
+
+        Raises:
+            ValueError: it is not; ``fix`` says what to change.
+        """
+        name = self.name
+        if not name:
+            raise ValueError(f"{type(self).__name__} has no name; {fix}")
+        if not isinstance(name, str) or TOOL_NAME_PATTERN.fullmatch(name) is None:
+            raise ValueError(
+                f"tool name {name!r} of {type(self).__name__} does not match "
+                f"^{TOOL_NAME_PATTERN.pattern}$, the pattern model providers accept for tool "
+                f"names; {fix}"
+            )
 
     def validate_schema(self) -> None:
         """Check that :attr:`input_schema` is an object schema that jsonschema accepts.

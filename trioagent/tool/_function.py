@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Generator
 from typing import cast
 
@@ -97,11 +98,13 @@ class FunctionTool(ToolBase):
         super().__init__(
             middlewares, is_background=is_background, background_after=background_after
         )
-        self.name = name or callable_name(func)
+        self.name = name if name is not None else callable_name(func)
+        self.validate_name(f"pass name=... (for example name={_suggested_name(self.name)!r})")
         self.description = (
             description if description is not None else _description(callable_docstring(func))
         )
-        self._parameters = ToolParameters(func)
+        # With an explicit schema, a parameter whose type has no JSON form gets the JSON value.
+        self._parameters = ToolParameters(func, strict=input_schema is None)
         if input_schema is None:
             self.input_schema = self._parameters.schema()
         elif isinstance(input_schema, dict):
@@ -208,6 +211,12 @@ class FunctionTool(ToolBase):
             raise ToolInputValidationError(
                 f"Input validation failed for tool '{self.name}': {exc}"
             ) from None
+
+
+def _suggested_name(name: object) -> str:
+    """A name like ``name`` that providers accept (``"my_tool"`` for ``"my tool"``)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "_", str(name)).strip("_")[:64]
+    return cleaned if cleaned and cleaned != "lambda" else "my_tool"
 
 
 def _description(docstring: str) -> str:

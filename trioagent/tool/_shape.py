@@ -41,7 +41,12 @@ pydantic model              its ``model_json_schema()`` under      ``model_valid
                             ``$defs`` (with its nested             is never imported here)
                             definitions)
 ``NewType`` of X            as X                                   as X
-other classes               ``{}``                                 the value as it is
+``TypedDict``, a class a    ``{}``                                 the value as it is
+JSON value belongs to
+(``Number``, ``Hashable``)
+other classes               refused when a tool is registered      (``datetime``, ``Path``,
+                            (a :class:`UnsupportedAnnotation`)     ``socket``: nothing the model
+                                                                   sends is one)
 ==========================  =====================================  ==============================
 
 Conversion is no looser than the schema: no ``"5"`` for an ``int``, no ``1`` for a ``bool``.
@@ -76,6 +81,7 @@ __all__ = [
     "NoneShape",
     "Scalar",
     "Shape",
+    "UnsupportedAnnotation",
     "fail",
     "json_kind",
     "show",
@@ -109,6 +115,24 @@ class ConversionError(ValueError):
     def __init__(self, errors: list[str]) -> None:
         self.errors = errors
         super().__init__("; ".join(errors))
+
+
+class UnsupportedAnnotation(TypeError):
+    """An annotation no JSON value can satisfy (``socket.socket``, ``datetime``).
+
+    ``where`` names the fields leading to it (``["Endpoint.sock"]``) when it is nested in a
+    record class.
+    """
+
+    def __init__(self, annotation: str, where: tuple[str, ...] = ()) -> None:
+        self.annotation = annotation
+        self.where = where
+        inside = f"{' -> '.join(where)} is " if where else "it is "
+        super().__init__(f"{inside}annotated {annotation}, which has no JSON-schema form")
+
+    def within(self, field: str) -> UnsupportedAnnotation:
+        """The same error, one record field further out."""
+        return UnsupportedAnnotation(self.annotation, (field, *self.where))
 
 
 def fail(message: str, path: str) -> NoReturn:

@@ -20,7 +20,7 @@ from .._core.json_types import JSONObject, JSONValue
 from ._docstring import parse_docstring
 from ._hints import callable_docstring, callable_name, resolve_hints
 from ._schema import Definitions
-from ._shape import ConversionError, Shape
+from ._shape import ConversionError, Shape, UnsupportedAnnotation
 from ._walker import Walker, property_schema
 
 __all__ = ["EXCLUDED_PARAMETERS", "ToolParameters", "function_input_schema"]
@@ -41,13 +41,18 @@ class _Parameter:
 
 
 class ToolParameters:
-    """The tool parameters of ``func``, read once."""
+    """The tool parameters of ``func``, read once.
 
-    def __init__(self, func: Callable[..., object]) -> None:
+    ``strict`` (the default): a parameter annotated with a class no JSON value can be (see
+    :class:`~._shape.UnsupportedAnnotation`) raises a ``TypeError`` naming the function and the
+    parameter; otherwise it accepts the JSON value as it is.
+    """
+
+    def __init__(self, func: Callable[..., object], *, strict: bool = True) -> None:
         self._func_name = callable_name(func)
         doc = parse_docstring(callable_docstring(func))
         hints, unresolved = resolve_hints(func)
-        walker = Walker()
+        walker = Walker(strict=strict)
         self._parameters: list[_Parameter] = []
         self._positional_only: list[str] = []
         for name, param in inspect.signature(func).parameters.items():
@@ -69,10 +74,18 @@ class ToolParameters:
                 )
                 annotation = object
             required = param.default is param.empty
+            try:
+                shape = walker.shape(annotation)
+            except UnsupportedAnnotation as exc:
+                raise TypeError(
+                    f"parameter {name!r} of {self._func_name}: {exc}. A tool argument arrives "
+                    "as JSON: annotate it with a JSON-compatible type (str, int, float, bool, "
+                    "None, list, dict, Literal, an enum, an attrs class, a dataclass or a "
+                    "pydantic model), or register the function with an explicit "
+                    "input_schema=... (the argument is then passed as the JSON value it is)"
+                ) from None
             self._parameters.append(
-                _Parameter(
-                    name, walker.shape(annotation), doc.params.get(name), param.default, required
-                )
+                _Parameter(name, shape, doc.params.get(name), param.default, required)
             )
         self._converted = [p for p in self._parameters if p.shape.needs_conversion]
 

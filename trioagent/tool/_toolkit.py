@@ -19,6 +19,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 import jsonschema
 
+from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject
@@ -41,6 +42,7 @@ from ._group import (
     activated_groups_of,
     render_meta_tool_response,
 )
+from ._hints import callable_name
 from ._middleware import ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 from ._schema import remove_title_field
@@ -93,7 +95,9 @@ class Toolkit:
         for group in self.tool_groups:
             for tool in group.tools:
                 _check_tool(tool)
-        self._middlewares: list[ToolkitMiddleware] = list(middlewares or [])
+        self._middlewares: list[ToolkitMiddleware] = []
+        for middleware in middlewares or []:
+            self.register_middleware(middleware)
         self.meta_tool = ResetTools(self.tool_groups, meta_tool_response)
 
     # -- registration ------------------------------------------------------------------------
@@ -155,7 +159,15 @@ class Toolkit:
         what you emitted the result, or a :class:`ToolResponse` (emitted as one chunk if you
         emitted nothing).  Not calling ``next_handler`` skips the tool.  Toolkit-wide
         middlewares wrap the per-tool ones.  Returns ``middleware`` (usable as a decorator).
+
+        Raises:
+            TypeError: not an ``async def`` taking ``(kwargs, next_handler, emit)``.
         """
+        require_async(
+            middleware,
+            f"toolkit middleware {callable_name(middleware)}",
+            ("kwargs", "next_handler", "emit"),
+        )
         self._middlewares.append(middleware)
         return middleware
 
@@ -397,9 +409,9 @@ def _describe(layer: object) -> str:
 def _check_tool(tool: Any) -> None:
     if not isinstance(tool, ToolBase):
         raise TypeError(f"expected a ToolBase, got {type(tool).__name__}")
-    if not tool.name:
-        raise ValueError(f"{type(tool).__name__} has no name")
+    tool.validate_name()
     tool.validate_schema()
+    tool.check_middlewares()
 
 
 def _validate_input(tool: ToolBase, tool_input: JSONObject) -> None:

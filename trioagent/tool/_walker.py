@@ -27,9 +27,11 @@ from ._shape import (
     NoneShape,
     Scalar,
     Shape,
+    UnsupportedAnnotation,
     fail,
     json_kind,
     show,
+    type_name,
 )
 
 __all__ = ["Walker", "property_schema"]
@@ -288,10 +290,15 @@ def _is_pydantic_model(tp: object) -> bool:
 
 class Walker:
     """Turns annotations into shapes; one walker per schema, so that a class met twice (or
-    recursively) is one shape."""
+    recursively) is one shape.
 
-    def __init__(self) -> None:
+    ``strict``: a class no JSON value can be an instance of (``socket.socket``) raises
+    :class:`~._shape.UnsupportedAnnotation` instead of accepting any value as it is.
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
         self._classes: dict[object, Shape] = {}
+        self._strict = strict
 
     def shape(self, tp: object) -> Shape:
         """The shape of annotation ``tp``."""
@@ -345,16 +352,39 @@ class Walker:
             assert isinstance(cls, type)
             record = _Record(tp, cls)
             self._classes[tp] = record  # before its fields: a recursive class meets itself
-            record.fields = [(field, self.shape(field.annotation)) for field in record_fields(cls)]
+            for field in record_fields(cls):
+                try:
+                    record.fields.append((field, self.shape(field.annotation)))
+                except UnsupportedAnnotation as exc:
+                    del self._classes[tp]
+                    raise exc.within(f"{cls.__name__}.{field.key}") from None
             return record
         elif _is_pydantic_model(tp):
             assert isinstance(tp, type)
             shape = _PydanticModel(tp)
         else:
-            kinds = frozenset({"object"}) if typing.is_typeddict(tp) else None
+            is_typeddict = typing.is_typeddict(tp)
+            if self._strict and not is_typeddict and not _json_can_be(tp):
+                raise UnsupportedAnnotation(type_name(tp))
+            kinds = frozenset({"object"}) if is_typeddict else None
             shape = Anything(tp, catch_all=False, kinds=kinds)
         self._classes[tp] = shape
         return shape
+
+
+_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
+
+
+def _json_can_be(tp: object) -> bool:
+    """Whether some JSON value is an instance of ``tp`` (``Number``, ``Hashable``; not
+    ``socket``); annotations that are not classes (a ``TypeVar``) are given the benefit."""
+    cls = tp if isinstance(tp, type) else get_origin(tp)
+    if not isinstance(cls, type):
+        return True
+    try:
+        return any(issubclass(json_type, cls) for json_type in _JSON_TYPES)
+    except TypeError:  # a Protocol that is not runtime-checkable
+        return False
 
 
 def property_schema(
