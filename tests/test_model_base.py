@@ -1012,7 +1012,12 @@ async def test_exhausted_retries_raise_the_last_error_with_its_details(
     error = info.value
     assert (error.status_code, error.code, error.retry_after) == (429, "rate", 2)
     assert error.message == "third for key ***"
-    assert str(error) == "HTTP 429 third for key *** (code: rate)"
+    assert str(error) == (
+        f"openai model {m.model} at {server.base_url}/chat/completions: "
+        "HTTP 429 third for key *** (code: rate)"
+    )
+    assert (error.provider, error.model) == ("openai", m.model)
+    assert error.endpoint == f"{server.base_url}/chat/completions"
     assert error.retryable
     assert len(server.requests) == 3
     assert server.script[0] == "unused"
@@ -1074,8 +1079,9 @@ async def test_total_timeout_while_backing_off_names_the_provider_error(
     assert trio.current_time() - start == pytest.approx(5)
     error = info.value
     assert str(error) == (
-        f"model call to {m.model!r} did not finish within its total timeout of 5s while "
-        "retrying after the provider error: HTTP 503 busy, key *** (code: overloaded)"
+        f"openai model {m.model} at {server.base_url}/chat/completions: the call did not "
+        "finish within its total timeout of 5s while retrying after the provider error: "
+        "HTTP 503 busy, key *** (code: overloaded)"
     )
     assert not error.retryable
     cause = error.__cause__
@@ -1402,13 +1408,16 @@ async def test_agent_error_end_keeps_the_status_and_hides_the_key(
         with pytest.raises(ModelInvalidRequestError) as info:
             await agent.reply(UserMsg("user", "hi"), on_event=on_event)
 
-    assert str(info.value) == "HTTP 400 bad request for *** (code: x)"
+    origin = f"openai model {fallback.model} at {fallback_server.base_url}/chat/completions"
+    assert str(info.value) == f"{origin}: HTTP 400 bad request for *** (code: x)"
     # Even a 401 is retried by the agent (any error), then the fallback is tried once.
     assert (len(primary_server.requests), len(fallback_server.requests)) == (1, 1)
     end = events[-1]
     assert isinstance(end, ReplyEndEvent)
     assert end.error is not None
-    assert end.error.message == "HTTP 400 bad request for *** (code: x)"
+    assert end.error.message == f"{origin}: HTTP 400 bad request for *** (code: x)"
+    assert (end.error.provider, end.error.model) == ("openai", fallback.model)
+    assert end.error.endpoint == f"{fallback_server.base_url}/chat/completions"
     assert KEY not in caplog.text
     assert "Incorrect API key provided: ***" in caplog.text
 
@@ -1438,8 +1447,13 @@ async def test_key_is_redacted_from_error_bodies_reprs_and_logs(
             await m(HTTP_MSGS)
         shown = [repr(m), str(m), repr(m.credential), str(m.credential)]
 
-    assert str(raw_info.value) == "HTTP 502 <h1>Bad gateway</h1>Bearer ***"
-    assert str(json_info.value) == "HTTP 500 oops, key=*** (code: server_error)"
+    origin = f"openai model {m.model} at {server.base_url}"
+    assert str(raw_info.value) == (
+        f"{origin}/raw/chat/completions: HTTP 502 <h1>Bad gateway</h1>Bearer ***"
+    )
+    assert str(json_info.value) == (
+        f"{origin}/chat/completions: HTTP 500 oops, key=*** (code: server_error)"
+    )
     for text in [*shown, repr(raw_info.value), repr(json_info.value), caplog.text]:
         assert KEY not in text
     assert caplog.records  # the retries were logged, redacted
@@ -1558,7 +1572,9 @@ async def test_cancel_and_timeout_while_connecting(caplog: pytest.LogCaptureFixt
             with trio.fail_after(5), pytest.raises(ModelTimeoutError) as info:
                 await m(HTTP_MSGS)
             assert open_connections(m.http_client) == []
-        assert str(info.value).startswith(f"timed out connecting (http://127.0.0.1:{port}/v1/")
+        assert str(info.value).startswith(
+            f"openai model m at http://127.0.0.1:{port}/v1/chat/completions: timed out connecting"
+        )
         assert info.value.retryable
         assert [r.getMessage().count("retry 1 of 1") for r in caplog.records] == [1]
         assert KEY not in caplog.text
@@ -1586,7 +1602,10 @@ async def test_bad_chunk_error_in_the_end_event_and_logs_hides_the_key(
     end = events[-1]
     assert isinstance(end, ReplyEndEvent)
     assert end.error is not None
-    assert end.error.message.startswith(f"unparseable chunk in the stream of {m.model!r}: ")
+    assert end.error.message.startswith(
+        f"openai model {m.model} at {server.base_url}/chat/completions: "
+        f"unparseable chunk in the stream of {m.model!r}: "
+    )
     assert "{oops ***" in end.error.message
     assert KEY not in caplog.text
 

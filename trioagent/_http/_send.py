@@ -12,7 +12,7 @@ import httpx
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
-from ..exception import ModelUpstreamError
+from ..exception import ModelError, ModelUpstreamError
 from ._errors import (
     ErrorMapper,
     Redact,
@@ -21,6 +21,7 @@ from ._errors import (
     error_from_transport,
     excerpt,
     identity,
+    located,
     safe_url,
 )
 
@@ -87,9 +88,27 @@ async def send_request(
     :func:`aclose_response`.  An error response's body is read (for the provider's message)
     and the response closed; ``error`` maps it to the exception raised (a provider with its
     own error bodies passes its mapping).  A 3xx is never followed, even by a client made
-    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.
+    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.  Every error
+    raised names the request's URL (:attr:`~trioagent.exception.ModelError.endpoint`,
+    without credentials or query string).
     """
     url = safe_url(request.url)
+    try:
+        return await _send(client, request, url, stream=stream, redact=redact, error=error)
+    except ModelError as exc:
+        located(exc, url)
+        raise
+
+
+async def _send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    url: str,
+    *,
+    stream: bool,
+    redact: Redact,
+    error: ErrorMapper,
+) -> httpx.Response:
     if isinstance(request.stream, httpx.ByteStream):
         request.stream = RequestBody(request.content)
     try:
