@@ -62,3 +62,16 @@ def test_doc_program_runs(where: str, code: str, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"{where}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+
+
+def test_the_error_table_matches_the_exceptions() -> None:
+    """docs/errors.md: each model-failure row's exception exists and reports the
+    ``ErrorInfo.type`` the row gives."""
+    import trioagent.exception as exc_module
+
+    text = (ROOT / "docs" / "errors.md").read_text()
+    rows = re.findall(r"^\| [^|]+ \| `(Model\w+)`[^|]* \| `(\w+)` \|", text, re.M)
+    assert len(rows) >= 15
+    for name, error_type in rows:
+        cls = getattr(exc_module, name)
+        assert cls.error_type == error_type, (name, error_type)
