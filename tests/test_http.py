@@ -1761,3 +1761,40 @@ async def test_other_json_instead_of_a_stream_is_a_clear_error(
     assert not info.value.retryable
     assert KEY not in str(info.value)
     assert len(server.requests) == 1
+
+
+async def test_send_request_refuses_a_huge_content_length_before_reading(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """A non-streamed 2xx that announces a terabyte is refused at the headers (typed, not
+    retried), its connection closed — never buffered."""
+    base = await start_raw_server(
+        nursery,
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n"
+        b"\r\n" + b'{"id": "x", ',
+    )
+    with pytest.raises(ModelUpstreamError) as info:
+        await send_request(client, client.build_request("GET", f"{base}/v1"), stream=False)
+
+    exc = info.value
+    assert not exc.retryable
+    assert "1000000000000 bytes (Content-Length)" in exc.message
+    assert exc.endpoint == f"{base}/v1"
+    assert open_connections(client) == []
+
+
+async def test_stream_sse_invalid_utf8_mid_stream_is_replaced_not_fatal(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """Bytes that are no UTF-8 in the middle of an event become U+FFFD; the stream goes on."""
+    base = await start_raw_server(
+        nursery, chunked("200 OK", b"data: caf\xc3", b"\xa9 \xff\xfe ok\n\n", b"data: [DONE]\n\n")
+    )
+    seen: list[str] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        seen.append(event.data)
+        return event.data == "[DONE]"
+
+    assert await stream_sse(client, client.build_request("POST", f"{base}/v1"), handle)
+    assert seen == ["café \ufffd\ufffd ok", "[DONE]"]

@@ -25,10 +25,21 @@ from ._errors import (
     safe_url,
 )
 
-__all__ = ["CLOSE_GRACE", "RequestBody", "aclose_response", "response_json", "send_request"]
+__all__ = [
+    "CLOSE_GRACE",
+    "MAX_BODY_SIZE",
+    "RequestBody",
+    "aclose_response",
+    "response_json",
+    "send_request",
+]
 
 #: Seconds a shielded response close may take (a plain TCP close is immediate).
 CLOSE_GRACE = 5.0
+
+#: The largest ``Content-Length`` of a non-streamed 2xx answer that is read (64 MiB): a bigger
+#: one is refused before its body is buffered.
+MAX_BODY_SIZE = 64 * 1024 * 1024
 
 
 async def aclose_response(response: httpx.Response) -> None:
@@ -119,6 +130,15 @@ async def _send(
         raise error_from_transport(exc, phase="request", url=url) from exc
     if response.status_code < 300:
         if not stream:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_SIZE:
+                await aclose_response(response)
+                raise ModelUpstreamError(
+                    f"the response announces {declared} bytes (Content-Length), more than the "
+                    f"{MAX_BODY_SIZE} bytes a non-streamed answer may have; not read",
+                    status_code=response.status_code,
+                    retryable=False,
+                )
             try:
                 await response.aread()
             except httpx.TransportError as exc:
