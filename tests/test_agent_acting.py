@@ -791,3 +791,39 @@ async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result(
         ("c2", "error", CUT_OFF_TEXT),
     ]
     check_reply_rules(agent.state, agent.name, events)
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_cancel_sweep_over_a_cut_off_response(mode: str, autojump_clock: Any) -> None:
+    """Cancelled at every point of a reply whose response is cut off at the output limit:
+    one end event, every call exactly one result, the state round-trips, the tool never
+    runs."""
+    from trioagent.model import ChatResponse
+    from trioagent.testing import ScriptedModel, cancel_sweep, tool_call_chunks
+    from trioagent.types import FinishedReason
+
+    ran: list[str] = []
+
+    async def lookup(city: str) -> str:
+        """Look up.
+
+        Args:
+            city: the city.
+        """
+        ran.append(city)
+        return city
+
+    def build() -> Any:
+        toolkit = Toolkit()
+        toolkit.register_function(lookup, permission=ALLOW)
+        cut = [
+            *tool_call_chunks("c1", "lookup", '{"city": ', '"Pa'),
+            ChatResponse(content=[], is_last=False, finished_reason=FinishedReason.MAX_TOKENS),
+        ]
+        agent = make_agent([], toolkit=toolkit)
+        agent.model = ScriptedModel([cut, text("ok")], chunk_delay=0.1)
+        return agent
+
+    report = await cancel_sweep(build, lambda: user("go"), mode=mode)
+    assert report.points >= 3
+    assert ran == []
