@@ -704,3 +704,126 @@ async def test_developer_error_in_concurrent_batch_ends_the_reply_after_siblings
     assert events[-1].finished_reason == ReplyFinishedReason.ERROR
     assert len(ends(events)) == 1
     check_reply_rules(agent.state, agent.name, events)
+
+
+# -- a response cut off at the output limit ---------------------------------------------------
+
+
+async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http() -> None:
+    """OpenAI ``finish_reason: "length"`` in the middle of ``{"city": "Par``: the call is
+    answered with an error result the model reads, the tool never runs (not on a repaired
+    ``{"city": "Par"}``), and the context stays consistent and round-trips."""
+    from provider_kit import lookup_agent, start_server
+
+    from trioagent import serialization
+    from trioagent.agent import AgentState
+    from trioagent.agent._reasoning import CUT_OFF_TEXT
+    from trioagent.testing import ScriptedReply, ScriptedToolCall
+    from trioagent.types import FinishedReason
+
+    seen: list[str] = []
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with trio.open_nursery() as nursery:
+        server = await start_server(nursery)
+        cut = ScriptedToolCall("lookup", '{"city": "Par', id="call_cut")
+        server.push(ScriptedReply(tool_calls=[cut], finish_reason="length"), "Sorry, again?")
+        async with server.chat_model(max_retries=0) as model:
+            agent = lookup_agent(model, seen)
+            final = await agent.reply(user("weather?"), on_event=on_event)
+        nursery.cancel_scope.cancel()
+
+    assert seen == []
+    assert "".join(b.text for b in final.content if isinstance(b, TextBlock)) == "Sorry, again?"
+    [end_of_cut, _] = [e for e in events if isinstance(e, ModelCallEndEvent)]
+    assert end_of_cut.finished_reason == FinishedReason.MAX_TOKENS
+    [result] = results(agent)
+    assert (result.id, result.state, result.output) == ("call_cut", "error", CUT_OFF_TEXT)
+    assert "cut off" in CUT_OFF_TEXT
+    assert "output limit" in CUT_OFF_TEXT
+    assert tool_calls(agent)["call_cut"].state == ToolCallState.FINISHED
+    # The model saw the error result with its call in the next request.
+    second = server.requests[1].body
+    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("call_cut", CUT_OFF_TEXT)
+    ]
+    check_reply_rules(agent.state, agent.name, events)
+    state = serialization.loads(serialization.dumps(agent.state), AgentState)
+    assert serialization.dumps(state) == serialization.dumps(agent.state)
+
+
+async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result() -> None:
+    """A scripted response marked ``MAX_TOKENS`` with two calls: neither runs, each gets
+    exactly one error result, written with the calls (before MODEL_CALL_END is emitted)."""
+    from trioagent.agent._reasoning import CUT_OFF_TEXT
+    from trioagent.model import ChatResponse
+    from trioagent.testing import tool_call_chunks
+    from trioagent.types import FinishedReason
+
+    ran: list[str] = []
+
+    async def lookup(city: str) -> str:
+        """Look up.
+
+        Args:
+            city: the city.
+        """
+        ran.append(city)
+        return city
+
+    toolkit = Toolkit()
+    toolkit.register_function(lookup, permission=ALLOW)
+    cut = [
+        *tool_call_chunks("c1", "lookup", '{"city": "Paris"}'),
+        *tool_call_chunks("c2", "lookup", '{"city": "Lo'),
+        ChatResponse(content=[], is_last=False, finished_reason=FinishedReason.MAX_TOKENS),
+    ]
+    agent = make_agent([cut, text("ok")], toolkit=toolkit)
+    _, events = await run(agent, user("go"))
+
+    assert ran == []
+    assert [(r.id, r.state, r.output) for r in results(agent)] == [
+        ("c1", "error", CUT_OFF_TEXT),
+        ("c2", "error", CUT_OFF_TEXT),
+    ]
+    check_reply_rules(agent.state, agent.name, events)
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_cancel_sweep_over_a_cut_off_response(mode: str, autojump_clock: Any) -> None:
+    """Cancelled at every point of a reply whose response is cut off at the output limit:
+    one end event, every call exactly one result, the state round-trips, the tool never
+    runs."""
+    from trioagent.model import ChatResponse
+    from trioagent.testing import ScriptedModel, cancel_sweep, tool_call_chunks
+    from trioagent.types import FinishedReason
+
+    ran: list[str] = []
+
+    async def lookup(city: str) -> str:
+        """Look up.
+
+        Args:
+            city: the city.
+        """
+        ran.append(city)
+        return city
+
+    def build() -> Any:
+        toolkit = Toolkit()
+        toolkit.register_function(lookup, permission=ALLOW)
+        cut = [
+            *tool_call_chunks("c1", "lookup", '{"city": ', '"Pa'),
+            ChatResponse(content=[], is_last=False, finished_reason=FinishedReason.MAX_TOKENS),
+        ]
+        agent = make_agent([], toolkit=toolkit)
+        agent.model = ScriptedModel([cut, text("ok")], chunk_delay=0.1)
+        return agent
+
+    report = await cancel_sweep(build, lambda: user("go"), mode=mode)
+    assert report.points >= 3
+    assert ran == []

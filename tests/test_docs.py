@@ -87,3 +87,16 @@ async def test_the_docs_complete_example_runs_as_pytest_trio_tests(autojump_cloc
     await namespace["test_answer"]()
     assert trio.current_time() - start == pytest.approx(2.0)  # the tool's sleep, on the clock
     await namespace["test_cancellation_sweep"]()
+
+
+def test_the_error_table_matches_the_exceptions() -> None:
+    """docs/errors.md: each model-failure row's exception exists and reports the
+    ``ErrorInfo.type`` the row gives."""
+    import trioagent.exception as exc_module
+
+    text = (ROOT / "docs" / "errors.md").read_text()
+    rows = re.findall(r"^\| [^|]+ \| `(Model\w+)`[^|]* \| `(\w+)` \|", text, re.M)
+    assert len(rows) >= 15
+    for name, error_type in rows:
+        cls = getattr(exc_module, name)
+        assert cls.error_type == error_type, (name, error_type)

@@ -353,7 +353,9 @@ def test_error_from_transport_timeouts(
     error = error_from_transport(exc, phase=phase, url="http://h:1/v1")
 
     assert type(error) is ModelTimeoutError
-    assert error.message == f"{wording} (http://h:1/v1): slow"
+    assert error.message == f"{wording}: slow"
+    assert error.endpoint == "http://h:1/v1"
+    assert str(error) == f"at http://h:1/v1: {wording}: slow"
     assert error.retryable
 
 
@@ -363,7 +365,9 @@ def test_error_from_transport_request_phase_is_a_connection_error() -> None:
     )
 
     assert type(error) is ModelConnectionError
-    assert error.message == "could not reach the provider (https://api.example.com/v1): refused"
+    assert error.message == "could not reach the provider: refused"
+    assert error.endpoint == "https://api.example.com/v1"
+    assert str(error) == "at https://api.example.com/v1: could not reach the provider: refused"
     assert error.retryable
 
 
@@ -818,8 +822,9 @@ async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreach
         await send_request(client, request, stream=False)
     assert info.value.retryable
     assert "the stream was cut" in info.value.message
-    assert f"{base}/v1/models" in info.value.message
-    assert "s3cr3t" not in info.value.message
+    assert info.value.endpoint == f"{base}/v1/models"
+    assert str(info.value).startswith(f"at {base}/v1/models: the stream was cut")
+    assert "s3cr3t" not in str(info.value)
     assert open_connections(client) == []
 
 
@@ -851,9 +856,9 @@ async def test_send_request_connection_refused(client: httpx.AsyncClient) -> Non
     exc = info.value
     assert type(exc) is ModelConnectionError
     assert exc.retryable
-    assert exc.message.startswith(
-        f"could not reach the provider (http://127.0.0.1:{port}/v1/chat): "
-    )
+    assert exc.message.startswith("could not reach the provider: ")
+    assert exc.endpoint == f"http://127.0.0.1:{port}/v1/chat"
+    assert str(exc).startswith(f"at http://127.0.0.1:{port}/v1/chat: could not reach")
     for secret in ("hunter2", "user", "s3cr3t", "key="):
         assert secret not in str(exc)
     assert isinstance(exc.__cause__, httpx.ConnectError)
@@ -880,9 +885,11 @@ async def test_send_request_never_follows_a_redirect(
     exc = info.value
     assert (exc.status_code, exc.retryable) == (status, False)
     assert exc.message == (
-        f"{base}/v1/chat redirects to https://api.example.test/v1/chat "
+        "redirects to https://api.example.test/v1/chat "
         "(redirects are not followed: use https:// in the base URL)"
     )
+    assert exc.endpoint == f"{base}/v1/chat"
+    assert str(exc) == f"at {base}/v1/chat: HTTP {status} {exc.message}"
     assert KEY not in str(exc)
 
 
@@ -905,9 +912,10 @@ async def test_send_request_redirect_target_variants(
         await send_request(client, client.build_request("GET", f"{base}/v1/chat"), stream=True)
 
     assert info.value.message == (
-        f"{base}/v1/chat redirects to {target.format(base=base)} "
+        f"redirects to {target.format(base=base)} "
         "(redirects are not followed: use the final address as the base URL)"
     )
+    assert info.value.endpoint == f"{base}/v1/chat"
 
 
 def test_error_from_redirect_quotes_a_location_that_is_no_url() -> None:
@@ -917,9 +925,10 @@ def test_error_from_redirect_quotes_a_location_that_is_no_url() -> None:
     exc = error_from_redirect(302, httpx.URL("http://h/v1"), headers, redact=REDACT)
 
     assert exc.message == (
-        "http://h/v1 redirects to 'http://[::1/***' "
+        "redirects to 'http://[::1/***' "
         "(redirects are not followed: use the final address as the base URL)"
     )
+    assert exc.endpoint == "http://h/v1"
 
 
 def json_route(server: OpenAICompatibleServer, payload: Any) -> httpx.URL:
@@ -988,9 +997,8 @@ async def test_stream_sse_json_nobody_understands_is_a_stream_error(
         )
 
     exc = info.value
-    assert exc.message.startswith(
-        f"{url} answered a streaming request with JSON, not an event stream: "
-    )
+    assert exc.message.startswith("answered a streaming request with JSON, not an event stream: ")
+    assert exc.endpoint == str(url)
     assert "queued" in exc.message
     assert KEY not in exc.message
     assert (exc.status_code, exc.retryable) == (200, False)
@@ -1629,7 +1637,7 @@ async def test_redirect_is_an_error_naming_its_target_never_followed_or_retried(
     error = info.value
     assert (error.status_code, error.retryable) == (status, False)
     assert str(error) == (
-        f"HTTP {status} {raw.base_url}/chat/completions redirects to "
+        f"openai model gpt-edge at {raw.base_url}/chat/completions: HTTP {status} redirects to "
         "https://api.example.test/v1/chat/completions "
         "(redirects are not followed: use https:// in the base URL)"
     )
@@ -1684,7 +1692,10 @@ async def test_json_error_object_instead_of_a_stream_raises_the_provider_error(
         assert busy(m) == []
 
     exc = info.value
-    assert str(exc) == "HTTP 200 quota exceeded for *** (code: quota)"
+    assert str(exc) == (
+        f"openai model gpt-edge at {server.base_url}/json/chat/completions: "
+        "HTTP 200 quota exceeded for *** (code: quota)"
+    )
     assert not exc.retryable
     assert len(server.requests) == 1
 
@@ -1750,3 +1761,40 @@ async def test_other_json_instead_of_a_stream_is_a_clear_error(
     assert not info.value.retryable
     assert KEY not in str(info.value)
     assert len(server.requests) == 1
+
+
+async def test_send_request_refuses_a_huge_content_length_before_reading(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """A non-streamed 2xx that announces a terabyte is refused at the headers (typed, not
+    retried), its connection closed — never buffered."""
+    base = await start_raw_server(
+        nursery,
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n"
+        b"\r\n" + b'{"id": "x", ',
+    )
+    with pytest.raises(ModelUpstreamError) as info:
+        await send_request(client, client.build_request("GET", f"{base}/v1"), stream=False)
+
+    exc = info.value
+    assert not exc.retryable
+    assert "1000000000000 bytes (Content-Length)" in exc.message
+    assert exc.endpoint == f"{base}/v1"
+    assert open_connections(client) == []
+
+
+async def test_stream_sse_invalid_utf8_mid_stream_is_replaced_not_fatal(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """Bytes that are no UTF-8 in the middle of an event become U+FFFD; the stream goes on."""
+    base = await start_raw_server(
+        nursery, chunked("200 OK", b"data: caf\xc3", b"\xa9 \xff\xfe ok\n\n", b"data: [DONE]\n\n")
+    )
+    seen: list[str] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        seen.append(event.data)
+        return event.data == "[DONE]"
+
+    assert await stream_sse(client, client.build_request("POST", f"{base}/v1"), handle)
+    assert seen == ["café \ufffd\ufffd ok", "[DONE]"]

@@ -1012,7 +1012,12 @@ async def test_exhausted_retries_raise_the_last_error_with_its_details(
     error = info.value
     assert (error.status_code, error.code, error.retry_after) == (429, "rate", 2)
     assert error.message == "third for key ***"
-    assert str(error) == "HTTP 429 third for key *** (code: rate)"
+    assert str(error) == (
+        f"openai model {m.model} at {server.base_url}/chat/completions: "
+        "HTTP 429 third for key *** (code: rate)"
+    )
+    assert (error.provider, error.model) == ("openai", m.model)
+    assert error.endpoint == f"{server.base_url}/chat/completions"
     assert error.retryable
     assert len(server.requests) == 3
     assert server.script[0] == "unused"
@@ -1074,8 +1079,9 @@ async def test_total_timeout_while_backing_off_names_the_provider_error(
     assert trio.current_time() - start == pytest.approx(5)
     error = info.value
     assert str(error) == (
-        f"model call to {m.model!r} did not finish within its total timeout of 5s while "
-        "retrying after the provider error: HTTP 503 busy, key *** (code: overloaded)"
+        f"openai model {m.model} at {server.base_url}/chat/completions: the call did not "
+        "finish within its total timeout of 5s while retrying after the provider error: "
+        "HTTP 503 busy, key *** (code: overloaded)"
     )
     assert not error.retryable
     cause = error.__cause__
@@ -1402,13 +1408,16 @@ async def test_agent_error_end_keeps_the_status_and_hides_the_key(
         with pytest.raises(ModelInvalidRequestError) as info:
             await agent.reply(UserMsg("user", "hi"), on_event=on_event)
 
-    assert str(info.value) == "HTTP 400 bad request for *** (code: x)"
+    origin = f"openai model {fallback.model} at {fallback_server.base_url}/chat/completions"
+    assert str(info.value) == f"{origin}: HTTP 400 bad request for *** (code: x)"
     # Even a 401 is retried by the agent (any error), then the fallback is tried once.
     assert (len(primary_server.requests), len(fallback_server.requests)) == (1, 1)
     end = events[-1]
     assert isinstance(end, ReplyEndEvent)
     assert end.error is not None
-    assert end.error.message == "HTTP 400 bad request for *** (code: x)"
+    assert end.error.message == f"{origin}: HTTP 400 bad request for *** (code: x)"
+    assert (end.error.provider, end.error.model) == ("openai", fallback.model)
+    assert end.error.endpoint == f"{fallback_server.base_url}/chat/completions"
     assert KEY not in caplog.text
     assert "Incorrect API key provided: ***" in caplog.text
 
@@ -1438,8 +1447,13 @@ async def test_key_is_redacted_from_error_bodies_reprs_and_logs(
             await m(HTTP_MSGS)
         shown = [repr(m), str(m), repr(m.credential), str(m.credential)]
 
-    assert str(raw_info.value) == "HTTP 502 <h1>Bad gateway</h1>Bearer ***"
-    assert str(json_info.value) == "HTTP 500 oops, key=*** (code: server_error)"
+    origin = f"openai model {m.model} at {server.base_url}"
+    assert str(raw_info.value) == (
+        f"{origin}/raw/chat/completions: HTTP 502 <h1>Bad gateway</h1>Bearer ***"
+    )
+    assert str(json_info.value) == (
+        f"{origin}/chat/completions: HTTP 500 oops, key=*** (code: server_error)"
+    )
     for text in [*shown, repr(raw_info.value), repr(json_info.value), caplog.text]:
         assert KEY not in text
     assert caplog.records  # the retries were logged, redacted
@@ -1558,7 +1572,9 @@ async def test_cancel_and_timeout_while_connecting(caplog: pytest.LogCaptureFixt
             with trio.fail_after(5), pytest.raises(ModelTimeoutError) as info:
                 await m(HTTP_MSGS)
             assert open_connections(m.http_client) == []
-        assert str(info.value).startswith(f"timed out connecting (http://127.0.0.1:{port}/v1/")
+        assert str(info.value).startswith(
+            f"openai model m at http://127.0.0.1:{port}/v1/chat/completions: timed out connecting"
+        )
         assert info.value.retryable
         assert [r.getMessage().count("retry 1 of 1") for r in caplog.records] == [1]
         assert KEY not in caplog.text
@@ -1586,7 +1602,10 @@ async def test_bad_chunk_error_in_the_end_event_and_logs_hides_the_key(
     end = events[-1]
     assert isinstance(end, ReplyEndEvent)
     assert end.error is not None
-    assert end.error.message.startswith(f"unparseable chunk in the stream of {m.model!r}: ")
+    assert end.error.message.startswith(
+        f"openai model {m.model} at {server.base_url}/chat/completions: "
+        f"unparseable chunk in the stream of {m.model!r}: "
+    )
     assert "{oops ***" in end.error.message
     assert KEY not in caplog.text
 
@@ -1682,3 +1701,193 @@ def test_backoff_with_no_base_delay_stays_zero_for_a_very_late_attempt() -> None
     model = OpenAIChatModel("m", credential=OpenAICredential(api_key=KEY), retry_delay=0.0)
 
     assert model._retry_delay_for(10**6, ModelUpstreamError("x")) == 0.0
+
+
+# -- faults: which model failed, answers that are no stream, oversized events ----------------
+
+
+def _faults_model(base_url: str, **kwargs: Any) -> OpenAIChatModel:
+    credential = OpenAICredential(api_key=KEY, base_url=base_url)
+    kwargs.setdefault("max_retries", 2)
+    kwargs.setdefault("retry_delay", 0.001)
+    return OpenAIChatModel("gpt-4o-mini", credential=credential, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("answer", "error_type", "detail"),
+    [
+        (ScriptedError(status=503, message="down", type="x"), ModelUpstreamError, "HTTP 503 down"),
+        (
+            ScriptedReply(text="Hello there", cut_after=2, cut_abruptly=True),
+            ModelStreamError,
+            "the stream was cut",
+        ),
+        (ScriptedSSE(events=[ROLE, "data: {oops\n\n"]), ModelStreamError, "unparseable chunk"),
+        (ScriptedReply(text="Hi", stall_after=1), ModelTimeoutError, "timed out waiting"),
+    ],
+)
+async def test_every_model_error_names_the_provider_model_and_endpoint(
+    nursery: trio.Nursery, answer: Any, error_type: type[ModelError], detail: str
+) -> None:
+    """``str(exc)`` and the reply's ``ErrorInfo`` say which model failed, at which URL
+    (never with the URL's credentials)."""
+    plain = await start_server(nursery)
+    plain.push(*[answer] * 3)
+    host = plain.base_url.removeprefix("http://")
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with _faults_model(f"http://user:pw-secret@{host}", max_retries=0, read_timeout=0.5) as m:
+        with pytest.raises(error_type) as info:
+            await _agent(m).reply(UserMsg("user", "hi"), on_event=on_event)
+
+    endpoint = f"{plain.base_url}/chat/completions"
+    exc = info.value
+    assert (exc.provider, exc.model, exc.endpoint) == ("openai", "gpt-4o-mini", endpoint)
+    assert str(exc).startswith(f"openai model gpt-4o-mini at {endpoint}: {detail}")
+    end = events[-1]
+    assert isinstance(end, ReplyEndEvent)
+    assert end.error is not None
+    assert end.error.message == str(exc)
+    assert (end.error.provider, end.error.model, end.error.endpoint) == (
+        "openai",
+        "gpt-4o-mini",
+        endpoint,
+    )
+    assert "pw-secret" not in str(exc)
+    assert "pw-secret" not in repr(end.error)
+
+
+@pytest.mark.parametrize(
+    ("media_type", "body"),
+    [
+        (
+            "text/html",
+            b"<html><body><h1>Sign in</h1><p>token " + KEY.encode() + b"</p></body></html>",
+        ),
+        ("text/html", b"<!doctype html><html>" + b"<p>proxy login</p>" * 200 + b"</html>"),
+        ("text/plain", b"Service temporarily unavailable, key " + KEY.encode()),
+    ],
+)
+async def test_a_200_that_is_no_stream_is_a_typed_error_not_retried(
+    server: OpenAICompatibleServer, media_type: str, body: bytes
+) -> None:
+    """A proxy's login page or a plain text answering a streaming request: one request, a
+    ``ModelStreamError`` naming the content type with a short redacted excerpt — not a
+    stream "closed early" that is retried."""
+    server.add_route(
+        "POST",
+        "/v1/page/chat/completions",
+        lambda r: ScriptedResponse(body=[body[:40], body[40:]], media_type=media_type),
+    )
+    async with _faults_model(f"{server.base_url}/page", max_retries=3) as m:
+        with pytest.raises(ModelStreamError) as info:
+            await m(HTTP_MSGS)
+        assert busy(m) == []
+
+    exc = info.value
+    assert not exc.retryable
+    assert exc.status_code == 200
+    assert f"is {media_type}, not an event stream: " in exc.message
+    assert body[:12].decode() in exc.message
+    assert len(exc.message) < 400
+    assert KEY not in str(exc)
+    assert [r.path for r in server.requests] == ["/v1/page/chat/completions"]
+
+
+@pytest.mark.parametrize("limit", [1000, None])
+async def test_one_oversized_event_is_a_typed_error_not_buffered(
+    server: OpenAICompatibleServer, limit: int | None
+) -> None:
+    """A line that never ends (10 MB without a newline) fails once it passes the model's
+    ``max_event_size`` (default 4 MiB); not retried."""
+    size = 5000 if limit else 10 * 1024 * 1024
+    piece = 1024 * 1024 if not limit else 500
+    pieces = [b"data: "] + [b"x" * piece] * (size // piece)
+    server.add_route(
+        "POST",
+        "/v1/big/chat/completions",
+        lambda r: ScriptedResponse(body=pieces, media_type="text/event-stream"),
+    )
+    kwargs: dict[str, Any] = {"max_retries": 3}
+    if limit:
+        kwargs["max_event_size"] = limit
+    async with _faults_model(f"{server.base_url}/big", **kwargs) as m:
+        with pytest.raises(ModelStreamError) as info:
+            await m(HTTP_MSGS)
+        assert busy(m) == []
+
+    expected = limit or 4 * 1024 * 1024
+    assert f"larger than {expected} characters" in info.value.message
+    assert not info.value.retryable
+    assert len(server.requests) == 1
+
+
+def test_max_event_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_event_size"):
+        _faults_model("http://h/v1", max_event_size=0)
+
+
+def _provider_metadata(provider: str, reason: str) -> dict[str, Any]:
+    """The metadata a provider's parser gives for a last chunk that stopped with ``reason``."""
+    from trioagent.model._anthropic_stream import AnthropicStreamParser
+    from trioagent.model._gemini import GeminiStreamParser
+    from trioagent.model._ollama import OllamaStreamParser
+    from trioagent.model._openai import OpenAIStreamParser
+
+    acc = StreamAccumulator()
+    match provider:
+        case "openai":
+            parsed = OpenAIStreamParser(0.0).parse(chunk({}, reason))
+            assert parsed is not None
+            acc.add(parsed)
+        case "anthropic":
+            for delta in AnthropicStreamParser(0.0).feed(
+                {"type": "message_delta", "delta": {"stop_reason": reason}}
+            ):
+                acc.add(delta)
+        case "gemini":
+            parsed = GeminiStreamParser(0.0).parse({"candidates": [{"finishReason": reason}]})
+            assert parsed is not None
+            acc.add(parsed)
+        case _:
+            acc.add(OllamaStreamParser(0.0).parse({"done": True, "done_reason": reason}))
+    return acc.build().metadata
+
+
+@pytest.mark.parametrize(
+    ("provider", "cut", "normal"),
+    [
+        ("openai", "length", "stop"),
+        ("anthropic", "max_tokens", "end_turn"),
+        ("gemini", "MAX_TOKENS", "STOP"),
+        ("ollama", "length", "stop"),
+    ],
+)
+async def test_each_providers_output_limit_reason_marks_the_response_max_tokens(
+    provider: str, cut: str, normal: str
+) -> None:
+    from trioagent.model._response import finished_reason_of
+
+    assert finished_reason_of(_provider_metadata(provider, cut)) == FinishedReason.MAX_TOKENS
+    assert finished_reason_of(_provider_metadata(provider, normal)) == FinishedReason.COMPLETED
+
+
+async def test_a_cut_off_openai_response_is_max_tokens_streamed_or_not(
+    server: OpenAICompatibleServer,
+) -> None:
+    from trioagent.testing import ScriptedToolCall
+
+    cut = ScriptedReply(
+        tool_calls=[ScriptedToolCall("lookup", '{"city": "Par')], finish_reason="length"
+    )
+    server.push(cut, cut, "fine")
+    async with server.chat_model() as m:
+        streamed = await m(HTTP_MSGS)
+        m.stream = False
+        whole = await m(HTTP_MSGS)
+        fine = await m(HTTP_MSGS)
+    assert streamed.finished_reason == whole.finished_reason == FinishedReason.MAX_TOKENS
+    assert fine.finished_reason == FinishedReason.COMPLETED

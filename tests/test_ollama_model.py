@@ -540,3 +540,16 @@ async def test_agent_reply_with_a_tool_round(ollama: OllamaServer, model: Ollama
         },
         {"role": "tool", "tool_name": "lookup", "content": "sunny in Paris"},
     ]
+
+
+def test_ndjson_line_over_max_size_raises_a_typed_error() -> None:
+    from trioagent.exception import ModelStreamError
+    from trioagent.model._ollama import NDJSONDecoder
+
+    decoder = NDJSONDecoder(max_size=50)
+    assert decoder.feed('{"a": 1}\n{"b": ') == ['{"a": 1}']
+    with pytest.raises(ModelStreamError, match="one line of the stream is larger than 50") as info:
+        decoder.feed("2" * 60)
+    assert not info.value.retryable
+    with pytest.raises(ModelStreamError):
+        NDJSONDecoder(max_size=50).feed('{"c": "' + "z" * 60 + '"}\n')

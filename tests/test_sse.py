@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 
+import pytest
 from hypothesis import given, strategies as st
 
 from trioagent._http import ServerSentEvent, SSEDecoder
@@ -169,3 +170,22 @@ def test_data_lines_round_trip(lines: list[str]) -> None:
     stream = "".join(f"data: {line}\n" for line in lines) + "\n"
 
     assert decode_all(stream) == [ServerSentEvent(data="\n".join(lines))]
+
+
+def test_one_line_or_event_over_max_size_raises_a_typed_error() -> None:
+    """A line that never ends, a line longer than the limit in one piece, and an event whose
+    data lines add up past it: each a ModelStreamError (not retried), never buffered on."""
+    from trioagent.exception import ModelStreamError
+
+    growing = SSEDecoder(max_size=100)
+    growing.feed("data: " + "x" * 90)
+    with pytest.raises(ModelStreamError, match="larger than 100 characters") as info:
+        growing.feed("x" * 20)
+    assert not info.value.retryable
+    with pytest.raises(ModelStreamError):
+        SSEDecoder(max_size=100).feed("data: " + "x" * 200 + "\n\n")
+    many = SSEDecoder(max_size=100)
+    with pytest.raises(ModelStreamError):
+        many.feed("data: 0123456789\n" * 20)
+    fits = SSEDecoder(max_size=100)
+    assert [e.data for e in fits.feed(("data: " + "y" * 40 + "\n\n") * 5)] == ["y" * 40] * 5

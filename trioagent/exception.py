@@ -102,6 +102,14 @@ class ModelError(Exception):
         message: the provider's message (or a description of the transport failure).
         retryable: whether the model layer's own retry loop may try again.
         retry_after: seconds the provider asked to wait (``Retry-After``), when given.
+        provider: the provider of the model that failed (``"openai"``), when known.
+        model: the model's name, when known.
+        endpoint: the URL called, without credentials or query string, when known.
+
+    ``str(exc)`` starts with what is known of the provider, the model and the endpoint
+    (``"openai model gpt-4o-mini at https://api.openai.com/v1/chat/completions: HTTP 503
+    ..."``): with a fallback model or many agents, the error says which one failed.  The
+    chat model sets them on every error it raises; the HTTP layer sets the endpoint.
     """
 
     error_type: ErrorType = ErrorType.UNKNOWN
@@ -122,14 +130,35 @@ class ModelError(Exception):
         self.code = code
         self.retryable = self.default_retryable if retryable is None else retryable
         self.retry_after = retry_after
+        self.provider: str | None = None
+        self.model: str | None = None
+        self.endpoint: str | None = None
 
-    def __str__(self) -> str:
+    @property
+    def origin(self) -> str:
+        """Who failed: ``"<provider> model <model> at <endpoint>"`` (what is known of it)."""
+        parts: list[str] = []
+        if self.provider:
+            parts.append(self.provider)
+        if self.model:
+            parts.append(f"model {self.model}")
+        if self.endpoint:
+            parts.append(f"at {self.endpoint}")
+        return " ".join(parts)
+
+    @property
+    def detail(self) -> str:
+        """What failed, without :attr:`origin`: ``"HTTP 503 message (code: c)"``."""
         parts = [self.message]
         if self.status_code is not None:
             parts.insert(0, f"HTTP {self.status_code}")
         if self.code:
             parts.append(f"(code: {self.code})")
         return " ".join(parts)
+
+    def __str__(self) -> str:
+        origin = self.origin
+        return f"{origin}: {self.detail}" if origin else self.detail
 
 
 class ModelAuthenticationError(ModelError):
@@ -194,7 +223,13 @@ def error_info(exc: BaseException) -> ErrorInfo:
         if len(leaves) == 1:
             return error_info(leaves[0])
     if isinstance(exc, ModelError):
-        return ErrorInfo(type=exc.error_type, message=str(exc))
+        return ErrorInfo(
+            type=exc.error_type,
+            message=str(exc),
+            provider=exc.provider,
+            model=exc.model,
+            endpoint=exc.endpoint,
+        )
     if isinstance(exc, DeveloperOrientedException | TypeError | ValueError | RuntimeError):
         kind = ErrorType.INTERNAL
     else:

@@ -36,10 +36,16 @@ ReplyEndReason = ReplyFinishedReason
 
 
 class FinishedReason(enum.StrEnum):
-    """Why one model call ended."""
+    """Why one model call ended.
+
+    ``MAX_TOKENS``: the response was cut off at the model's output limit (OpenAI's
+    ``finish_reason: "length"``, Anthropic's ``stop_reason: "max_tokens"``, Gemini's
+    ``MAX_TOKENS``, Ollama's ``done_reason: "length"``); none of its tool calls runs.
+    """
 
     INTERRUPTED = "interrupted"
     COMPLETED = "completed"
+    MAX_TOKENS = "max_tokens"
 
 
 class ErrorType(enum.StrEnum):
@@ -58,10 +64,17 @@ class ErrorType(enum.StrEnum):
 
 @attrs.frozen(kw_only=True)
 class ErrorInfo:
-    """A classified error attached to ``ReplyEndEvent(ERROR)`` and to the final ``Msg``."""
+    """A classified error attached to ``ReplyEndEvent(ERROR)`` and to the final ``Msg``.
+
+    For a model error, ``provider``, ``model`` and ``endpoint`` name the model that failed
+    (the endpoint without credentials or query string); they are ``None`` otherwise.
+    """
 
     type: ErrorType = attrs.field(default=ErrorType.UNKNOWN, converter=ErrorType)
     message: str
+    provider: str | None = None
+    model: str | None = None
+    endpoint: str | None = None
 
 
 def _check_tool_choice_mode(

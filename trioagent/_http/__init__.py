@@ -20,6 +20,7 @@ from ._errors import (
     excerpt as excerpt,
     identity as identity,
     incomplete_stream_error as incomplete_stream_error,
+    located as located,
     parse_retry_after as parse_retry_after,
     safe_url as safe_url,
 )
@@ -31,9 +32,16 @@ from ._send import (
     response_json as response_json,
     send_request as send_request,
 )
-from ._sse import ServerSentEvent as ServerSentEvent, SSEDecoder as SSEDecoder
+from ._sse import (
+    ServerSentEvent as ServerSentEvent,
+    SSEDecoder as SSEDecoder,
+    too_large_error as too_large_error,
+)
 from ._stream import (
+    DEFAULT_MAX_EVENT_SIZE as DEFAULT_MAX_EVENT_SIZE,
     DRAIN_GRACE as DRAIN_GRACE,
+    media_type as media_type,
+    not_a_stream_error as not_a_stream_error,
     parse_event as parse_event,
     read_bytes as read_bytes,
     read_decoded as read_decoded,
@@ -43,6 +51,7 @@ from ._stream import (
 
 __all__ = [
     "CLOSE_GRACE",
+    "DEFAULT_MAX_EVENT_SIZE",
     "DRAIN_GRACE",
     "ErrorMapper",
     "HTTPClientOwner",
@@ -60,6 +69,9 @@ __all__ = [
     "excerpt",
     "identity",
     "incomplete_stream_error",
+    "located",
+    "media_type",
+    "not_a_stream_error",
     "parse_event",
     "parse_retry_after",
     "read_bytes",
@@ -69,4 +81,5 @@ __all__ = [
     "safe_url",
     "send_request",
     "stream_sse",
+    "too_large_error",
 ]

@@ -17,7 +17,7 @@ import email.utils
 import json
 import time
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import httpx
 
@@ -44,6 +44,7 @@ __all__ = [
     "excerpt",
     "identity",
     "incomplete_stream_error",
+    "located",
     "parse_retry_after",
     "safe_url",
 ]
@@ -179,11 +180,12 @@ def error_from_redirect(
     hint = "use the final address as the base URL"
     if location is not None and url.scheme == "http" and target.startswith("https://"):
         hint = "use https:// in the base URL"
-    return ModelInvalidRequestError(
-        f"{safe_url(url)} redirects to {target} (redirects are not followed: {hint})",
+    error = ModelInvalidRequestError(
+        f"redirects to {target} (redirects are not followed: {hint})",
         status_code=status,
         retryable=False,
     )
+    return located(error, safe_url(url))
 
 
 def error_from_transport(
@@ -193,10 +195,14 @@ def error_from_transport(
 
     ``phase="request"``: before the response headers (nothing was received, always safe to
     retry); ``phase="body"``: while reading the body — a cut connection there is a
-    :class:`~trioagent.exception.ModelStreamError`.
+    :class:`~trioagent.exception.ModelStreamError`.  ``url`` (already safe: no credentials,
+    no query string) becomes the error's ``endpoint``.
     """
+    return located(_transport_error(exc, phase), url) if url else _transport_error(exc, phase)
+
+
+def _transport_error(exc: httpx.TransportError, phase: Literal["request", "body"]) -> ModelError:
     detail = str(exc) or type(exc).__name__
-    where = f" ({url})" if url else ""
     if isinstance(exc, httpx.TimeoutException):
         kind = {
             httpx.ConnectTimeout: "connecting",
@@ -204,13 +210,24 @@ def error_from_transport(
             httpx.WriteTimeout: "sending the request",
             httpx.PoolTimeout: "waiting for a free connection",
         }.get(type(exc), "waiting")
-        return ModelTimeoutError(f"timed out {kind}{where}: {detail}")
+        return ModelTimeoutError(f"timed out {kind}: {detail}")
     if phase == "body":
         return ModelStreamError(
-            f"the stream was cut: the connection failed before the response ended{where}: {detail}",
+            f"the stream was cut: the connection failed before the response ended: {detail}",
             retryable=True,
         )
-    return ModelConnectionError(f"could not reach the provider{where}: {detail}")
+    return ModelConnectionError(f"could not reach the provider: {detail}")
+
+
+_E = TypeVar("_E", bound=ModelError)
+
+
+def located(exc: _E, endpoint: str) -> _E:
+    """``exc`` with its ``endpoint`` set to ``endpoint`` (a safe URL: :func:`safe_url`),
+    unless it names one already."""
+    if exc.endpoint is None:
+        exc.endpoint = endpoint
+    return exc
 
 
 def safe_url(url: httpx.URL) -> str:

@@ -12,7 +12,7 @@ import httpx
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
-from ..exception import ModelUpstreamError
+from ..exception import ModelError, ModelUpstreamError
 from ._errors import (
     ErrorMapper,
     Redact,
@@ -21,13 +21,25 @@ from ._errors import (
     error_from_transport,
     excerpt,
     identity,
+    located,
     safe_url,
 )
 
-__all__ = ["CLOSE_GRACE", "RequestBody", "aclose_response", "response_json", "send_request"]
+__all__ = [
+    "CLOSE_GRACE",
+    "MAX_BODY_SIZE",
+    "RequestBody",
+    "aclose_response",
+    "response_json",
+    "send_request",
+]
 
 #: Seconds a shielded response close may take (a plain TCP close is immediate).
 CLOSE_GRACE = 5.0
+
+#: The largest ``Content-Length`` of a non-streamed 2xx answer that is read (64 MiB): a bigger
+#: one is refused before its body is buffered.
+MAX_BODY_SIZE = 64 * 1024 * 1024
 
 
 async def aclose_response(response: httpx.Response) -> None:
@@ -87,9 +99,27 @@ async def send_request(
     :func:`aclose_response`.  An error response's body is read (for the provider's message)
     and the response closed; ``error`` maps it to the exception raised (a provider with its
     own error bodies passes its mapping).  A 3xx is never followed, even by a client made
-    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.
+    with ``follow_redirects=True``: it raises :func:`error_from_redirect`.  Every error
+    raised names the request's URL (:attr:`~trioagent.exception.ModelError.endpoint`,
+    without credentials or query string).
     """
     url = safe_url(request.url)
+    try:
+        return await _send(client, request, url, stream=stream, redact=redact, error=error)
+    except ModelError as exc:
+        located(exc, url)
+        raise
+
+
+async def _send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    url: str,
+    *,
+    stream: bool,
+    redact: Redact,
+    error: ErrorMapper,
+) -> httpx.Response:
     if isinstance(request.stream, httpx.ByteStream):
         request.stream = RequestBody(request.content)
     try:
@@ -100,6 +130,15 @@ async def send_request(
         raise error_from_transport(exc, phase="request", url=url) from exc
     if response.status_code < 300:
         if not stream:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_SIZE:
+                await aclose_response(response)
+                raise ModelUpstreamError(
+                    f"the response announces {declared} bytes (Content-Length), more than the "
+                    f"{MAX_BODY_SIZE} bytes a non-streamed answer may have; not read",
+                    status_code=response.status_code,
+                    retryable=False,
+                )
             try:
                 await response.aread()
             except httpx.TransportError as exc:

@@ -30,7 +30,9 @@ import re
 
 import attrs
 
-__all__ = ["SSEDecoder", "ServerSentEvent"]
+from ..exception import ModelStreamError
+
+__all__ = ["SSEDecoder", "ServerSentEvent", "too_large_error"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -49,11 +51,29 @@ class ServerSentEvent:
     retry: int | None = None
 
 
-class SSEDecoder:
-    """Incremental event-stream parser; see the module docstring."""
+def too_large_error(unit: str, limit: int) -> ModelStreamError:
+    """The error for one ``unit`` of a stream (an event, a line) over ``limit`` characters:
+    not retried (the provider would send the same again)."""
+    return ModelStreamError(
+        f"one {unit} of the stream is larger than {limit} characters (the model's "
+        "max_event_size); the stream was abandoned",
+        retryable=False,
+    )
 
-    def __init__(self) -> None:
+
+class SSEDecoder:
+    """Incremental event-stream parser; see the module docstring.
+
+    ``max_size`` (characters, ``None``: no limit) bounds what one event may buffer: a single
+    line, and the data of one event; past it :meth:`feed` raises
+    :class:`~trioagent.exception.ModelStreamError` (not retried) instead of buffering on.
+    """
+
+    def __init__(self, max_size: int | None = None) -> None:
+        self.max_size = max_size
         self._partial: list[str] = []  # pieces of the current incomplete line
+        self._partial_size = 0
+        self._data_size = 0
         self._started = False
         self._after_cr = False  # the previous piece ended with "\r"
         self._data: list[str] = []
@@ -84,10 +104,15 @@ class SSEDecoder:
         if len(lines) == 1:  # no line break: keep the piece (joined once, when the line ends)
             if text:
                 self._partial.append(text)
+                self._partial_size += len(text)
+                self._check(self._partial_size)
             return []
         lines[0] = "".join(self._partial) + lines[0]
         tail = lines.pop()  # after the last line break: incomplete
         self._partial = [tail] if tail else []
+        self._partial_size = len(tail)
+        if self.max_size is not None:
+            self._check(max(len(tail), *(len(line) for line in lines)))
         events: list[ServerSentEvent] = []
         for line in lines:
             event = self._process_line(line)
@@ -109,6 +134,8 @@ class SSEDecoder:
                 self._event = value
             case "data":
                 self._data.append(value)
+                self._data_size += len(value) + 1
+                self._check(self._data_size)
             case "id":
                 if "\0" not in value:
                     self.last_event_id = value
@@ -122,9 +149,14 @@ class SSEDecoder:
     def _dispatch(self) -> ServerSentEvent | None:
         data, event, retry = self._data, self._event, self._retry
         self._data, self._event, self._retry = [], "", None
+        self._data_size = 0
         self._fields_seen = False
         if not data:
             return None
         return ServerSentEvent(
             data="\n".join(data), event=event or "message", id=self.last_event_id, retry=retry
         )
+
+    def _check(self, size: int) -> None:
+        if self.max_size is not None and size > self.max_size:
+            raise too_large_error("event", self.max_size)

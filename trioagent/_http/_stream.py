@@ -23,7 +23,7 @@ import httpx
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
-from ..exception import ModelStreamError
+from ..exception import ModelError, ModelStreamError
 from ._errors import (
     ErrorMapper,
     Redact,
@@ -31,16 +31,31 @@ from ._errors import (
     error_from_transport,
     excerpt,
     identity,
+    located,
     safe_url,
 )
 from ._send import CLOSE_GRACE, aclose_response, send_request
-from ._sse import ServerSentEvent, SSEDecoder
+from ._sse import ServerSentEvent, SSEDecoder, too_large_error
 
-__all__ = ["DRAIN_GRACE", "parse_event", "read_bytes", "read_decoded", "read_sse", "stream_sse"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_SIZE",
+    "DRAIN_GRACE",
+    "media_type",
+    "not_a_stream_error",
+    "parse_event",
+    "read_bytes",
+    "read_decoded",
+    "read_sse",
+    "stream_sse",
+]
 
 #: Seconds a body may take to end after its terminator (``data: [DONE]``) before the call
 #: returns without it, dropping the connection instead of pooling it.
 DRAIN_GRACE = 1.0
+
+#: The default bound of one streamed event or line, in characters (4 MiB): a stream that
+#: sends more without ending it is abandoned with a typed error instead of being buffered.
+DEFAULT_MAX_EVENT_SIZE = 4 * 1024 * 1024
 
 _T = TypeVar("_T")
 
@@ -125,6 +140,8 @@ async def read_decoded(
 async def read_sse(
     response: httpx.Response,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
+    *,
+    max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
 ) -> bool:
     """Feed the response's SSE events to ``handle`` until it returns ``True`` (the terminator).
 
@@ -132,9 +149,11 @@ async def read_sse(
     terminator was seen; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (or ``ModelTimeoutError`` for a stall past
     the read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed
-    and its iterators finished before the exception propagates.
+    and its iterators finished before the exception propagates.  One event larger than
+    ``max_event_size`` characters raises :class:`~trioagent.exception.ModelStreamError`
+    (:class:`~trioagent._http.SSEDecoder`).
     """
-    return await read_decoded(response, SSEDecoder().feed, handle)
+    return await read_decoded(response, SSEDecoder(max_event_size).feed, handle)
 
 
 async def read_bytes(response: httpx.Response, handle: Callable[[bytes], Awaitable[None]]) -> None:
@@ -166,6 +185,33 @@ class _JSONBody:
         self.text = text
 
 
+#: Media types that are never an event stream: such an answer fails at once.
+_NEVER_A_STREAM = ("text/html", "application/xhtml+xml")
+#: Characters of a body kept for the excerpt of a "not an event stream" error.
+_HEAD_SIZE = 300
+
+
+def media_type(response: httpx.Response) -> str:
+    """The response's media type, lower case, without parameters (``""`` if none)."""
+    value: str = response.headers.get("content-type", "")
+    return value.partition(";")[0].strip().lower()
+
+
+def not_a_stream_error(
+    response: httpx.Response, head: str, redact: Redact, *, what: str = "event stream"
+) -> ModelStreamError:
+    """The error for a 2xx answer to a streaming request that is no stream (an HTML page, a
+    plain text): it names the content type, with a short redacted excerpt of the body.  Not
+    retried: the server would answer the same way again."""
+    kind = media_type(response) or "no Content-Type"
+    return ModelStreamError(
+        f"the answer to a streaming request is {kind}, not an {what}: "
+        f"{excerpt(head.strip(), redact)}",
+        status_code=response.status_code,
+        retryable=False,
+    )
+
+
 class _EventsOrJSON:
     """An SSE decoder that first looks at the start of the body.
 
@@ -175,17 +221,37 @@ class _EventsOrJSON:
     a :class:`_JSONBody`.  Anything else goes to an :class:`SSEDecoder`, piece by piece.  The
     body decides, not the ``Content-Type``: servers label event streams ``application/json``
     too.
+
+    Two answers are no stream whatever their body: an HTML page (a proxy's login page) fails
+    as soon as its first characters are in, and a body of another type than
+    ``text/event-stream`` that ends without a single event fails at its end — both with
+    :func:`not_a_stream_error`, never as a stream "closed early" (which would be retried).
+    ``max_size`` bounds one event and a JSON body.
     """
 
-    def __init__(self) -> None:
-        self._sse = SSEDecoder()
+    def __init__(self, response: httpx.Response, redact: Redact, max_size: int | None) -> None:
+        self._response = response
+        self._redact = redact
+        self._max_size = max_size
+        self._sse = SSEDecoder(max_size)
+        self._media_type = media_type(response)
         self._head = ""  # the blank start of the body, before anything decided
+        self._start = ""  # the first characters of the body, for an error's excerpt
         self._decided = False
+        self._events = False  # whether an event was dispatched
         self._json: list[str] | None = None
+        self._json_size = 0
 
     def feed(self, piece: str) -> list[ServerSentEvent]:
+        if len(self._start) < _HEAD_SIZE:
+            self._start += piece[: _HEAD_SIZE - len(self._start)]
+            if self._media_type in _NEVER_A_STREAM and len(self._start) >= _HEAD_SIZE:
+                raise not_a_stream_error(self._response, self._start, self._redact)
         if self._json is not None:
             self._json.append(piece)
+            self._json_size += len(piece)
+            if self._max_size is not None and self._json_size > self._max_size:
+                raise too_large_error("JSON body", self._max_size)
             return []
         if not self._decided:
             piece = self._head + piece
@@ -194,13 +260,22 @@ class _EventsOrJSON:
                 self._head = piece
                 return []
             self._decided, self._head = True, ""
-            if start[0] in "{[":
+            if start[0] in "{[" and self._media_type not in _NEVER_A_STREAM:
                 self._json = [piece]
+                self._json_size = len(piece)
                 return []
-        return self._sse.feed(piece)
+        events = self._sse.feed(piece)
+        self._events = self._events or bool(events)
+        return events
 
     def close(self) -> _JSONBody | None:
-        return _JSONBody("".join(self._json)) if self._json is not None else None
+        if self._json is not None:
+            return _JSONBody("".join(self._json))
+        if self._media_type in _NEVER_A_STREAM or (
+            not self._events and self._start.strip() and self._media_type != "text/event-stream"
+        ):
+            raise not_a_stream_error(self._response, self._start, self._redact)
+        return None
 
 
 async def _json_answer(
@@ -231,8 +306,7 @@ async def _json_answer(
             return True
     text = excerpt(body.decode("utf-8", "replace").strip(), redact)
     raise ModelStreamError(
-        f"{safe_url(response.request.url)} answered a streaming request with JSON, not an "
-        f"event stream: {text}",
+        f"answered a streaming request with JSON, not an event stream: {text}",
         status_code=response.status_code,
         retryable=False,
     )
@@ -246,6 +320,7 @@ async def stream_sse(
     redact: Redact = identity,
     error: ErrorMapper = error_from_response,
     json_body: Callable[[JSONObject], Awaitable[bool]] | None = None,
+    max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
 ) -> bool:
     """Send a streaming request (:func:`~trioagent._http.send_request`) and feed its SSE
     events to ``handle`` (as :func:`read_sse`); the response is closed in every case
@@ -256,27 +331,44 @@ async def stream_sse(
     read whole: an error object raises the mapped error (``error``), another object goes to
     ``json_body`` when given (a provider that can use a non-streamed answer; it returns
     whether it did), anything else raises :class:`~trioagent.exception.ModelStreamError`
-    (:func:`_json_answer`).
+    (:func:`_json_answer`).  An answer that is no stream at all (an HTML page, a plain text
+    without events) is a :class:`~trioagent.exception.ModelStreamError` naming its content
+    type, not retried; so is an event (or a JSON body) over ``max_event_size`` characters.
+    Every error names the request's URL (``endpoint``).
     """
     response = await send_request(client, request, stream=True, redact=redact, error=error)
     try:
-        decoder = _EventsOrJSON()
-
-        async def dispatch(item: ServerSentEvent | _JSONBody) -> bool:
-            if isinstance(item, _JSONBody):
-                return await _json_answer(
-                    response,
-                    item.text.encode(),
-                    redact=redact,
-                    error=error,
-                    json_body=json_body,
-                )
-            return await handle(item)
-
-        feed: Callable[[str], Iterable[ServerSentEvent | _JSONBody]] = decoder.feed
-        return await read_decoded(response, feed, dispatch, close=decoder.close)
+        return await _read_events(response, handle, redact, error, json_body, max_event_size)
+    except ModelError as exc:
+        located(exc, safe_url(request.url))
+        raise
     finally:
         await aclose_response(response)
+
+
+async def _read_events(
+    response: httpx.Response,
+    handle: Callable[[ServerSentEvent], Awaitable[bool]],
+    redact: Redact,
+    error: ErrorMapper,
+    json_body: Callable[[JSONObject], Awaitable[bool]] | None,
+    max_event_size: int | None,
+) -> bool:
+    decoder = _EventsOrJSON(response, redact, max_event_size)
+
+    async def dispatch(item: ServerSentEvent | _JSONBody) -> bool:
+        if isinstance(item, _JSONBody):
+            return await _json_answer(
+                response,
+                item.text.encode(),
+                redact=redact,
+                error=error,
+                json_body=json_body,
+            )
+        return await handle(item)
+
+    feed: Callable[[str], Iterable[ServerSentEvent | _JSONBody]] = decoder.feed
+    return await read_decoded(response, feed, dispatch, close=decoder.close)
 
 
 def parse_event(data: str, *, model: str, unit: str, redact: Redact = identity) -> JSONObject:

@@ -15,17 +15,58 @@ from .._core.chain import Chain, Kwargs, Layer, NextHandler
 from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
 from .._core.ids import generate_timestamp
-from ..event import ModelCallEndEvent, ModelCallStartEvent
-from ..message import AssistantMsg, DataBlock, Msg, ThinkingBlock, ToolCallBlock, Usage
+from ..event import (
+    ModelCallEndEvent,
+    ModelCallStartEvent,
+    ToolResultEndEvent,
+    ToolResultStartEvent,
+    ToolResultTextDeltaEvent,
+)
+from ..message import (
+    AssistantMsg,
+    DataBlock,
+    Msg,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultBlock,
+    ToolResultState,
+    Usage,
+)
 from ..model import ChatModelBase, ChatResponse
 from ..types import FinishedReason, ReplyFinishedReason, ToolChoice
 from ._convert import ChunkConverter
 from ._protocol import AgentLike
 from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
 
-__all__ = ["Reasoner", "model_name", "prompt_layer", "reply_usage"]
+__all__ = ["CUT_OFF_TEXT", "Reasoner", "model_name", "prompt_layer", "reply_usage"]
 
 logger = logging.getLogger("trioagent.agent")
+
+#: The error result of a tool call made in a response cut off at the model's output limit.
+CUT_OFF_TEXT = (
+    "Error: this tool call was not run: the response that made it was cut off at the "
+    "model's output limit (max tokens), so its arguments may be cut off. Call the tool "
+    "again with shorter arguments, or make fewer calls at once."
+)
+
+
+def _refuse_cut_off_calls(blocks: Sequence[object]) -> list[ToolResultBlock]:
+    """An error result for each tool call of a cut-off response (each call finished)."""
+    results: list[ToolResultBlock] = []
+    for block in blocks:
+        if isinstance(block, ToolCallBlock):
+            block.state = ToolCallState.FINISHED
+            results.append(
+                ToolResultBlock(
+                    id=block.id,
+                    name=block.name,
+                    output=CUT_OFF_TEXT,
+                    state=ToolResultState.ERROR,
+                    finished_at=generate_timestamp(),
+                )
+            )
+    return results
 
 
 def model_name(model: object) -> str:
@@ -198,7 +239,9 @@ class Reasoner:
         """Save the response's blocks (minus audio) to the context, then emit MODEL_CALL_END.
 
         Saving first keeps the context consistent with the streamed deltas even if the end
-        event cannot be delivered.
+        event cannot be delivered.  A response cut off at the output limit (``MAX_TOKENS``)
+        has its tool calls answered here, in the same write, with an error result
+        (:data:`CUT_OFF_TEXT`): none of them runs on arguments that may be incomplete.
         """
         agent = self._agent
         usage = response.usage
@@ -207,8 +250,11 @@ class Reasoner:
             for b in response.content
             if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
         ]
+        refused: list[ToolResultBlock] = []
+        if response.finished_reason == FinishedReason.MAX_TOKENS:
+            refused = _refuse_cut_off_calls(blocks)
         if blocks or usage is not None:
-            msg = agent.state.append_context(agent.name, blocks)
+            msg = agent.state.append_context(agent.name, [*blocks, *refused])
             if usage is not None:
                 msg.append_usage(
                     Usage(
@@ -230,6 +276,24 @@ class Reasoner:
                 finished_reason=response.finished_reason,
             )
         )
+        for result in refused:
+            await emit(
+                ToolResultStartEvent(
+                    reply_id=agent.state.reply_id,
+                    tool_call_id=result.id,
+                    tool_call_name=result.name,
+                )
+            )
+            await emit(
+                ToolResultTextDeltaEvent(
+                    reply_id=agent.state.reply_id, tool_call_id=result.id, delta=CUT_OFF_TEXT
+                )
+            )
+            await emit(
+                ToolResultEndEvent(
+                    reply_id=agent.state.reply_id, tool_call_id=result.id, state=result.state
+                )
+            )
 
     async def _call_model(
         self,

@@ -105,10 +105,14 @@ class StreamAccumulator:
         self.metadata: JSONObject = {}
         #: Whether any delta carried content (a retry would replay a visible stream).
         self.has_content = False
+        #: Why the call ended, as a delta said (``MAX_TOKENS``); ``COMPLETED`` otherwise.
+        self.finished_reason = FinishedReason.COMPLETED
 
     def add(self, chunk: ChatResponse) -> None:
         """Fold one delta chunk (content, usage, id, metadata) into the accumulator."""
         self.id = chunk.id
+        if chunk.finished_reason not in (FinishedReason.COMPLETED, FinishedReason.INTERRUPTED):
+            self.finished_reason = chunk.finished_reason
         if chunk.usage:
             self.usage = chunk.usage
         if chunk.metadata:
@@ -195,14 +199,15 @@ class StreamAccumulator:
                 return attrs.evolve(template, source=source)
         raise TypeError(f"not a response block: {template!r}")  # pragma: no cover
 
-    def build(self, finished_reason: FinishedReason = FinishedReason.COMPLETED) -> ChatResponse:
-        """The complete ``is_last=True`` response accumulated so far (new block objects)."""
+    def build(self, finished_reason: FinishedReason | None = None) -> ChatResponse:
+        """The complete ``is_last=True`` response accumulated so far (new block objects);
+        ``finished_reason`` defaults to the one a delta gave (:attr:`finished_reason`)."""
         return ChatResponse(
             content=[self._build_block(slot) for slot in self._slots.values()],
             is_last=True,
             id=self.id or generate_id(),
             usage=self.usage,
-            finished_reason=finished_reason,
+            finished_reason=finished_reason or self.finished_reason,
             metadata=dict(self.metadata),
         )
 

@@ -272,7 +272,13 @@ class MessagesAPIModel(ProviderChatModel[CredentialT, MessagesParametersT]):
                 await send.send(chunk)
             return parser.done
 
-        if not await stream_sse(self.http_client, request, handle, redact=self._redact):
+        if not await stream_sse(
+            self.http_client,
+            request,
+            handle,
+            redact=self._redact,
+            max_event_size=self.max_event_size,
+        ):
             raise incomplete_stream_error(self.model, "'message_stop'")
 
     async def _call_api(

@@ -30,7 +30,7 @@ import trio
 from .._core.concurrency import reraise_unwrapped
 from .._core.emit import Emit
 from .._core.json_types import JSONObject
-from .._http import HTTPClientOwner, backoff_delay
+from .._http import DEFAULT_MAX_EVENT_SIZE, HTTPClientOwner, backoff_delay
 from ..credential import CredentialBase
 from ..exception import ModelError, ModelInvalidRequestError, ModelTimeoutError
 from ..formatter import FormatterBase
@@ -45,7 +45,7 @@ from ..message import (
 )
 from ..types import FinishedReason, ToolChoice
 from ._accumulator import StreamAccumulator
-from ._response import ChatResponse
+from ._response import ChatResponse, finished_reason_of
 from ._structured import (
     StructuredModel,
     StructuredResponse,
@@ -82,6 +82,7 @@ class ChatModelOptions(TypedDict, total=False):
     read_timeout: float | None
     connect_timeout: float | None
     interrupt_grace: float
+    max_event_size: int | None
 
 
 @attrs.define(eq=False)
@@ -140,6 +141,14 @@ class ChatModelBase(HTTPClientOwner):
         connect_timeout: httpx's connect timeout for a client the model creates.
         interrupt_grace: how long the INTERRUPTED partial response may take to be emitted
             after a cancellation (a shielded, bounded emission).
+        max_event_size: the largest single streamed event (SSE) or line (NDJSON), in
+            characters; a bigger one fails the call with a
+            :class:`~trioagent.exception.ModelStreamError` (not retried) instead of being
+            buffered without bound.  ``None``: no limit.
+
+    Every :class:`~trioagent.exception.ModelError` a call raises names the model:
+    ``exc.provider`` (:attr:`provider`), ``exc.model`` and ``exc.endpoint`` are set, and
+    ``str(exc)`` starts with them.
 
     Providers take the options after ``formatter`` as ``**options:
     Unpack[ChatModelOptions]`` (same names, same defaults, same effect); they set their own
@@ -147,6 +156,8 @@ class ChatModelBase(HTTPClientOwner):
     """
 
     type: ClassVar[str] = "chat_model"
+    #: The provider's name in error messages (default: :attr:`type` without ``_chat``).
+    provider_name: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -164,6 +175,7 @@ class ChatModelBase(HTTPClientOwner):
         read_timeout: float | None = 120.0,
         connect_timeout: float | None = 10.0,
         interrupt_grace: float = 5.0,
+        max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
@@ -171,6 +183,8 @@ class ChatModelBase(HTTPClientOwner):
             raise ValueError("retry_delay and max_retry_delay must be >= 0")
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be > 0 or None")
+        if max_event_size is not None and max_event_size <= 0:
+            raise ValueError("max_event_size must be > 0 or None")
         self.model = model
         self.credential = credential
         self.stream = stream
@@ -183,7 +197,20 @@ class ChatModelBase(HTTPClientOwner):
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.interrupt_grace = interrupt_grace
+        self.max_event_size = max_event_size
         self._set_http_client(http_client)
+
+    @property
+    def provider(self) -> str:
+        """The provider's name, as errors give it (``"openai"``, ``"anthropic"``, ...)."""
+        return self.provider_name or self.type.removesuffix("_chat").replace("_", "-")
+
+    def _endpoint(self) -> str | None:
+        """The URL a call goes to, for error messages (``None``: no HTTP endpoint).
+
+        Providers return it without credentials or query string.
+        """
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, stream={self.stream!r})"
@@ -248,6 +275,20 @@ class ChatModelBase(HTTPClientOwner):
             exc.code = self._redact(exc.code)
         exc.args = tuple(self._redact(a) if isinstance(a, str) else a for a in exc.args)
 
+    def _locate_error(self, exc: ModelError) -> None:
+        """Name this model in ``exc``: its provider, model name and endpoint (an endpoint the
+        HTTP layer set is kept; it is the URL actually called)."""
+        exc.provider = exc.provider or self.provider
+        exc.model = exc.model or self.model
+        if exc.endpoint is None:
+            try:
+                endpoint = self._endpoint()
+            except Exception:  # a misconfigured credential: the error says more than the URL
+                endpoint = None
+            exc.endpoint = endpoint
+        if exc.endpoint is not None:
+            exc.endpoint = self._redact(exc.endpoint)
+
     # -- the call ----------------------------------------------------------------------------
 
     async def __call__(
@@ -298,6 +339,14 @@ class ChatModelBase(HTTPClientOwner):
         the retried attempt) names that error and has it as ``__cause__``: "timed out" alone
         would hide why the call needed retries.
         """
+        try:
+            return await self._call_within_deadline(call)
+        except ModelError as exc:
+            self._redact_error(exc)
+            self._locate_error(exc)
+            raise
+
+    async def _call_within_deadline(self, call: _Call) -> ChatResponse:
         if self.timeout is None:
             return await self._call_with_retries(call)
         call.deadline = trio.current_time() + self.timeout
@@ -305,12 +354,9 @@ class ChatModelBase(HTTPClientOwner):
             with trio.fail_at(call.deadline):
                 return await self._call_with_retries(call)
         except trio.TooSlowError:
-            message = (
-                f"model call to {self.model!r} did not finish within its total timeout of "
-                f"{self.timeout}s"
-            )
+            message = f"the call did not finish within its total timeout of {self.timeout}s"
             if call.retrying is not None:
-                message += f" while retrying after the provider error: {call.retrying}"
+                message += f" while retrying after the provider error: {call.retrying.detail}"
             raise ModelTimeoutError(message, retryable=False) from call.retrying
 
     async def _call_with_retries(self, call: _Call) -> ChatResponse:
@@ -320,12 +366,13 @@ class ChatModelBase(HTTPClientOwner):
             call.final = None
             try:
                 if self.stream:
-                    return await self._stream_once(call)
+                    return _mark_truncation(await self._stream_once(call))
                 response = await self._call_api(call.messages, call.tools, call.tool_choice)
                 response.is_last = True
-                return response
+                return _mark_truncation(response)
             except ModelError as exc:
                 self._redact_error(exc)
+                self._locate_error(exc)
                 if not exc.retryable or attempt >= self.max_retries or call.acc.has_content:
                     raise
                 delay = self._retry_delay_for(attempt, exc)
@@ -500,3 +547,11 @@ class ChatModelBase(HTTPClientOwner):
             disable_thinking=self._get_disable_thinking_kwargs(),
             is_fallback_error=self._is_structured_output_fallback_error,
         )
+
+
+def _mark_truncation(response: ChatResponse) -> ChatResponse:
+    """``response`` marked ``MAX_TOKENS`` when the provider's reason (in its metadata) says
+    it was cut off at the output limit."""
+    if response.finished_reason == FinishedReason.COMPLETED:
+        response.finished_reason = finished_reason_of(response.metadata)
+    return response

@@ -423,7 +423,14 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
                 await send.send(delta)
             return False  # no terminator: the stream ends with the body
 
-        await stream_sse(self.http_client, request, handle, redact=self._redact, error=gemini_error)
+        await stream_sse(
+            self.http_client,
+            request,
+            handle,
+            redact=self._redact,
+            error=gemini_error,
+            max_event_size=self.max_event_size,
+        )
         if not parser.finished:
             raise incomplete_stream_error(self.model, "a finishReason")
 

@@ -27,14 +27,18 @@ import trio
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
+    DEFAULT_MAX_EVENT_SIZE,
     Redact,
     aclose_response,
     error_from_payload,
     error_from_response,
+    media_type,
+    not_a_stream_error,
     parse_event,
     read_decoded,
     response_json,
     send_request,
+    too_large_error,
 )
 from ..credential import OllamaCredential
 from ..exception import ModelError, ModelStreamError
@@ -64,6 +68,8 @@ __all__ = [
 logger = logging.getLogger("trioagent.model")
 
 _JSON_SPACE = " \t\r"  # JSON whitespace besides the "\n" that ends a line
+#: Media types an NDJSON stream may come as (an empty one included).
+_NDJSON_TYPES = frozenset({"", "application/x-ndjson", "application/json", "application/jsonl"})
 
 
 class NDJSONDecoder:
@@ -73,33 +79,50 @@ class NDJSONDecoder:
     lines end with ``"\\n"`` only (a ``"\\r"`` before it is dropped, as other JSON whitespace
     around a line), and blank lines are skipped.  :meth:`close` returns a last line that had
     no newline, so a body that ends without one still yields its final object.
+
+    ``max_size`` (characters, ``None``: no limit) bounds one line: a longer one raises
+    :class:`~trioagent.exception.ModelStreamError` (not retried) instead of being buffered.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_size: int | None = None) -> None:
+        self.max_size = max_size
         self._partial: list[str] = []  # pieces of the current incomplete line
+        self._partial_size = 0
 
     def feed(self, text: str) -> list[str]:
         """Consume a piece of the body; return the complete non-blank lines, in order."""
         if "\n" not in text:
             if text:
                 self._partial.append(text)  # joined once, when the line ends
+                self._partial_size += len(text)
+                self._check(self._partial_size)
             return []
         lines = text.split("\n")
         lines[0] = "".join(self._partial) + lines[0]
         tail = lines.pop()
         self._partial = [tail] if tail else []
+        self._partial_size = len(tail)
+        if self.max_size is not None:
+            self._check(max(len(tail), *(len(line) for line in lines)))
         return [stripped for line in lines if (stripped := line.strip(_JSON_SPACE))]
 
     def close(self) -> str | None:
         """The buffered unterminated line (``None`` if there is none or it is blank)."""
         rest = "".join(self._partial).strip(_JSON_SPACE)
         self._partial = []
+        self._partial_size = 0
         return rest or None
+
+    def _check(self, size: int) -> None:
+        if self.max_size is not None and size > self.max_size:
+            raise too_large_error("line", self.max_size)
 
 
 async def read_ndjson(
     response: httpx.Response,
     handle: Callable[[str], Awaitable[bool]],
+    *,
+    max_line_size: int | None = DEFAULT_MAX_EVENT_SIZE,
 ) -> bool:
     """Feed the response's NDJSON lines to ``handle`` until it returns ``True`` (the last line).
 
@@ -107,9 +130,11 @@ async def read_ndjson(
     Returns whether ``handle`` saw the last line; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (``ModelTimeoutError`` for a stall past the
     read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed and
-    httpx's nested iterators finished, in this task, before the exception propagates.
+    httpx's nested iterators finished, in this task, before the exception propagates.  A
+    line longer than ``max_line_size`` characters raises
+    :class:`~trioagent.exception.ModelStreamError` (:class:`NDJSONDecoder`).
     """
-    decoder = NDJSONDecoder()
+    decoder = NDJSONDecoder(max_line_size)
     return await read_decoded(response, decoder.feed, handle, close=decoder.close)
 
 
@@ -330,8 +355,20 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())
+        response: httpx.Response | None = None
+        first = True
 
         async def handle(line: str) -> bool:
+            nonlocal first
+            if first and response is not None and media_type(response) not in _NDJSON_TYPES:
+                # An HTML page or a plain text answering the stream: say what it is.
+                try:
+                    json.loads(line)
+                except ValueError:
+                    raise not_a_stream_error(
+                        response, line, self._redact, what="NDJSON stream"
+                    ) from None
+            first = False
             payload = self._decode(line)
             delta = parse_stream_unit(
                 lambda: parser.parse(payload),
@@ -345,7 +382,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
 
         response = await self._send(request, stream=True)
         try:
-            done = await read_ndjson(response, handle)
+            done = await read_ndjson(response, handle, max_line_size=self.max_event_size)
         finally:
             await aclose_response(response)
         if not done:

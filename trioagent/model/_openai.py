@@ -23,6 +23,7 @@ import trio
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
+    DEFAULT_MAX_EVENT_SIZE,
     Redact,
     ServerSentEvent,
     bearer_headers,
@@ -303,7 +304,13 @@ class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         await stream_chat_completions(
-            self.http_client, request, self._parser(), send, model=self.model, redact=self._redact
+            self.http_client,
+            request,
+            self._parser(),
+            send,
+            model=self.model,
+            redact=self._redact,
+            max_event_size=self.max_event_size,
         )
 
     async def _call_api(
@@ -396,6 +403,7 @@ async def stream_chat_completions(
     *,
     model: str,
     redact: Redact,
+    max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
 ) -> None:
     """Send a streaming ``chat/completions`` request; send each parsed delta over ``send``.
 
@@ -431,7 +439,9 @@ async def stream_chat_completions(
         await send.send(attrs.evolve(response, is_last=False))
         return True
 
-    if not await stream_sse(client, request, handle, redact=redact, json_body=whole):
+    if not await stream_sse(
+        client, request, handle, redact=redact, json_body=whole, max_event_size=max_event_size
+    ):
         raise incomplete_stream_error(model, "'data: [DONE]'")
 
 

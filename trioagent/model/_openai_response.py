@@ -423,7 +423,13 @@ class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponsePara
                 await send.send(delta)
             return parser.done
 
-        finished = await stream_sse(self.http_client, request, handle, redact=self._redact)
+        finished = await stream_sse(
+            self.http_client,
+            request,
+            handle,
+            redact=self._redact,
+            max_event_size=self.max_event_size,
+        )
         if not finished or not parser.done:
             raise incomplete_stream_error(self.model, "'response.completed'")
 

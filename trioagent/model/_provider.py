@@ -21,7 +21,7 @@ from typing import Generic, TypeVar, Unpack
 import httpx
 
 from .._core.json_types import JSONObject
-from .._http import bearer_headers
+from .._http import bearer_headers, safe_url
 from ..credential import CredentialBase
 from ..formatter import FormatterBase
 from ..message import Msg
@@ -138,6 +138,10 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
     def _url(self, *, stream: bool) -> str:
         """Where the request goes (default: the base URL and :attr:`endpoint`)."""
         return f"{self.credential.get_base_url()}{self.endpoint}"
+
+    def _endpoint(self) -> str | None:
+        """:meth:`_url` without credentials or query string (for error messages)."""
+        return safe_url(httpx.URL(self._url(stream=self.stream)))
 
     def _request(self, body: JSONObject, *, stream: bool) -> httpx.Request:
         return self.http_client.build_request(

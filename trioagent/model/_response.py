@@ -11,7 +11,13 @@ from .._core.json_types import JSONObject
 from ..message import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason
 
-__all__ = ["ChatResponse", "ChatUsage", "ResponseBlock"]
+__all__ = [
+    "OUTPUT_LIMIT_REASONS",
+    "ChatResponse",
+    "ChatUsage",
+    "ResponseBlock",
+    "finished_reason_of",
+]
 
 ResponseBlock: TypeAlias = TextBlock | ToolCallBlock | ThinkingBlock | DataBlock
 
@@ -40,7 +46,9 @@ class ChatResponse:
     of a tool call's ``input`` under a stable block id); exactly one final chunk has
     ``is_last=True`` and the complete accumulated content.  A non-streaming call returns just
     the final chunk.  ``finished_reason`` is ``INTERRUPTED`` on the partial response of a
-    cancelled call.
+    cancelled call, and ``MAX_TOKENS`` on a response cut off at the model's output limit (the
+    provider's own reason stays in ``metadata["finish_reason"]`` or
+    ``metadata["stop_reason"]``): the agent runs none of its tool calls.
     """
 
     type: ClassVar[str] = "chat_response"
@@ -53,3 +61,22 @@ class ChatResponse:
         default=FinishedReason.COMPLETED, converter=FinishedReason
     )
     metadata: JSONObject = attrs.field(factory=dict)
+
+
+#: The providers' reasons for a response cut off at the output limit: OpenAI Chat
+#: Completions, DashScope, DeepSeek, Moonshot, xAI and Ollama say ``length``; Anthropic
+#: ``max_tokens`` (or ``model_context_window_exceeded``); Gemini ``MAX_TOKENS``; the OpenAI
+#: Responses API ``max_output_tokens``.
+OUTPUT_LIMIT_REASONS = frozenset(
+    {"length", "max_tokens", "MAX_TOKENS", "max_output_tokens", "model_context_window_exceeded"}
+)
+
+
+def finished_reason_of(metadata: JSONObject) -> FinishedReason:
+    """``MAX_TOKENS`` if the provider's reason in ``metadata`` (``finish_reason`` or
+    ``stop_reason``) is one of :data:`OUTPUT_LIMIT_REASONS`, else ``COMPLETED``."""
+    for key in ("finish_reason", "stop_reason"):
+        reason = metadata.get(key)
+        if isinstance(reason, str) and reason in OUTPUT_LIMIT_REASONS:
+            return FinishedReason.MAX_TOKENS
+    return FinishedReason.COMPLETED
