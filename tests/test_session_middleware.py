@@ -18,7 +18,9 @@ from agent_kit import call, calls, confirm, make_agent, model_of, text, tool_cal
 from session_kit import redis_server, run_worker, start_worker, unique
 
 from trioagent.agent import Agent, AgentState
+from trioagent.event import ReplyEndEvent
 from trioagent.message import ToolResultBlock, ToolResultState, UserMsg
+from trioagent.middleware import MiddlewareBase
 from trioagent.permission import PermissionDecision
 from trioagent.serialization import dumps
 from trioagent.session import (
@@ -155,11 +157,16 @@ async def test_two_agents_on_one_session_one_save_wins_nothing_lost(
         a = session_agent([calls(call("l1", "look", x="a")), text("a done")], store, "c", log)
         b = session_agent([calls(call("l2", "look", x="b")), text("b done")], store, "c", log)
         outcome: dict[str, object] = {}
+        ends: dict[str, list[ReplyEndEvent]] = {"a": [], "b": []}
 
         async def run(name: str, agent: Agent) -> None:
+            async def record(event: Any) -> None:
+                if isinstance(event, ReplyEndEvent):
+                    ends[name].append(event)
+
             await gate.wait()
             try:
-                outcome[name] = await agent.reply(user(name))
+                outcome[name] = await agent.reply(user(name), on_event=record)
             except SessionConflictError as exc:
                 outcome[name] = exc
 
@@ -170,6 +177,11 @@ async def test_two_agents_on_one_session_one_save_wins_nothing_lost(
         conflicts = [o for o in outcome.values() if isinstance(o, SessionConflictError)]
         assert len(conflicts) == 1, outcome
         winner = a if not isinstance(outcome["a"], SessionConflictError) else b
+        loser = "b" if winner is a else "a"
+        assert [e.finished_reason for e in ends[loser]] == [ReplyFinishedReason.ERROR]
+        assert [e.finished_reason for e in ends["a" if loser == "b" else "b"]] == [
+            ReplyFinishedReason.COMPLETED
+        ]
         stored = await store.load("c")
         assert stored is not None
         assert dumps(stored.state) == dumps(winner.state)  # the winner's reply, whole
@@ -183,18 +195,44 @@ async def test_two_agents_on_one_session_one_save_wins_nothing_lost(
             await both(store)
 
 
+class EndWitness(MiddlewareBase):
+    """Outside the session middleware: when an end event passes, is it saved already?"""
+
+    def __init__(self, store: SessionStore, seen: dict[str, bool]) -> None:
+        self.store = store
+        self.seen = seen
+
+    async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any, emit: Any) -> None:
+        async def sink(item: Any) -> None:
+            if isinstance(item, ReplyEndEvent):
+                key = agent.state.session_id
+                stored = await self.store.load(key)
+                self.seen[key] = stored is not None and dumps(stored.state) == dumps(agent.state)
+            await emit(item)
+
+        await next_handler(sink)
+
+
+SWEPT = {
+    "tools": [calls(call("l1", "look", x="1"), call("l2", "look", x="2")), text("done")],
+    "park": [calls(call("l1", "look", x="1"), call("a1", "ask", x="2"))],
+}
+
+
+@pytest.mark.parametrize("script", sorted(SWEPT))
 async def test_cancelled_at_every_point_the_saved_state_loads_and_is_consistent(
-    tmp_path: Path,
+    script: str, tmp_path: Path
 ) -> None:
     """Real clock: the store's worker thread is real work (an autojump clock would skip the
     deadlines of the cleanup while it runs)."""
     store = SQLiteSessionStore(tmp_path / "s.sqlite3")
     made: list[str] = []
+    saved_at_end: dict[str, bool] = {}
 
     def make() -> Agent:
         made.append(f"run-{len(made)}")
-        steps = [calls(call("l1", "look", x="1"), call("l2", "look", x="2")), text("done")]
-        return session_agent(steps, store, made[-1])
+        middlewares = [EndWitness(store, saved_at_end), SessionMiddleware(store, made[-1])]
+        return make_agent(list(SWEPT[script]), toolkit([]), middlewares=middlewares)
 
     checked: list[SweepRun] = []
     for mode in ("interrupt", "outer"):
@@ -207,6 +245,12 @@ async def test_cancelled_at_every_point_the_saved_state_loads_and_is_consistent(
         assert dumps(stored.state) == dumps(run.agent.state), key
         check_reply_rules(stored.state, "agent", run.events, where=key)
         assert all(n == 1 for n in results_by_call(stored.state).values())
+    # Every end event reached the consumer after its save (the parking reply has ends only
+    # when a cancellation interrupted it before it parked).
+    assert saved_at_end
+    assert all(saved_at_end.values()), [k for k, v in saved_at_end.items() if not v]
+    if script == "park":
+        assert any(run.agent.state.has_awaiting_tool_calls("agent") for run in checked)
 
 
 # -- across processes ------------------------------------------------------------------------------
