@@ -16,6 +16,7 @@ from trioagent.cli._chat import (
     ChatSetupError,
     Printer,
     check_reachable,
+    data_dir,
     demo_reply,
     resolve_credential,
     run_chat,
@@ -30,6 +31,7 @@ from trioagent.event import (
     ToolResultEndEvent,
     ToolResultTextDeltaEvent,
 )
+from trioagent.session import SQLiteSessionStore
 from trioagent.testing import RecordedRequest
 
 
@@ -145,3 +147,38 @@ async def test_a_whole_session_from_a_text_stream() -> None:
     assert "  [tool call] get_time({})" in text
     assert "agent> The tool says:" in text
     assert text.endswith("you> \n")
+
+
+async def test_a_named_session_continues_across_runs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    out = io.StringIO()
+    code = await run_chat(ChatOptions(session="demo"), stdin=io.StringIO("hello\n"), out=out)
+    assert code == 0
+    database = tmp_path / "trioagent" / "sessions.sqlite3"
+    assert f"session 'demo': new, saved in {database}" in out.getvalue()
+    out = io.StringIO()
+    await run_chat(ChatOptions(session="demo"), stdin=io.StringIO("again\n"), out=out)
+    assert f"session 'demo': 2 messages restored from {database}" in out.getvalue()
+    assert "agent> Echo: again" in out.getvalue()
+    stored = await SQLiteSessionStore(database).load("demo")
+    assert stored is not None
+    said = [m.get_text_content() for m in stored.state.context]
+    assert said == ["hello", "Echo: hello", "again", "Echo: again"]
+    # Another name is another conversation; a bad name is a set-up error.
+    out = io.StringIO()
+    await run_chat(ChatOptions(session="other"), stdin=io.StringIO(""), out=out)
+    assert "session 'other': new" in out.getvalue()
+    with pytest.raises(ChatSetupError, match="--session"):
+        await run_chat(ChatOptions(session="bad\nname"), stdin=io.StringIO(""), out=out)
+
+
+def test_the_data_directory_follows_xdg(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert data_dir() == tmp_path / "trioagent"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data_dir() == tmp_path / "home" / ".local" / "share" / "trioagent"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert data_dir() == tmp_path / "home" / ".local" / "share" / "trioagent"

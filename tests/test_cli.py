@@ -219,6 +219,18 @@ def test_chat_reads_piped_input() -> None:
     assert "The tool says:" in done.stdout
 
 
+def test_chat_session_keeps_the_conversation_across_runs(tmp_path: Path) -> None:
+    first = trioagent("chat", "--session", "work", stdin="hello\n", XDG_DATA_HOME=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "session 'work': new" in first.stdout
+    again = trioagent("chat", "--session", "work", stdin="bye\n", XDG_DATA_HOME=str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert "session 'work': 2 messages restored" in again.stdout
+    assert (tmp_path / "trioagent" / "sessions.sqlite3").is_file()
+    bad = trioagent("chat", "--session", "", stdin="", XDG_DATA_HOME=str(tmp_path))
+    assert one_line_error(bad).startswith("error: --session")
+
+
 # -- chat in a pseudo-terminal -------------------------------------------------------------------
 
 

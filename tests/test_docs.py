@@ -38,7 +38,14 @@ PROGRAMS = _programs()
 
 def test_every_doc_exists() -> None:
     names = {p.name for p in DOCS}
-    assert {"README.md", "middleware.md", "providers.md", "testing.md", "migration.md"} <= names
+    assert {
+        "README.md",
+        "middleware.md",
+        "providers.md",
+        "testing.md",
+        "migration.md",
+        "sessions.md",
+    } <= names
     assert len(PROGRAMS) >= 5
 
 

@@ -13,6 +13,10 @@ plays a small offline demo (echo, a streamed story, a ``get_time`` tool call), s
 works without a network.  ``--model openai:<name>`` talks to a real provider (key from
 ``OPENAI_API_KEY``, endpoint from ``--base-url`` / ``OPENAI_BASE_URL``).  A missing key or an
 unreachable server is a one-line error with exit code 2.
+
+``--session NAME`` keeps the conversation across runs: the agent's state is saved in
+``sessions.sqlite3`` of the user's data directory (``$XDG_DATA_HOME/trioagent``, by default
+``~/.local/share/trioagent``) after every reply, and the next run with that name continues it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TextIO
 
 import attrs
@@ -48,6 +53,7 @@ from ..exception import ModelAuthenticationError, ModelConnectionError, ModelCre
 from ..message import UserMsg
 from ..model import ChatModelBase, chat_model_from_spec, credential_from_spec
 from ..permission import PermissionDecision
+from ..session import SessionMiddleware, SessionStoreError, SQLiteSessionStore
 from ..testing import (
     OpenAICompatibleServer,
     RecordedRequest,
@@ -82,6 +88,8 @@ class ChatOptions:
     model: str = EMBEDDED
     base_url: str | None = None
     system_prompt: str = "You are a helpful, concise assistant."
+    #: Keep the conversation under this name across runs (SQLite in the user's data directory).
+    session: str | None = None
 
 
 # -- the offline demo --------------------------------------------------------------------------
@@ -356,6 +364,36 @@ def _banner(options: ChatOptions) -> str:
     return f"trioagent chat with {where}\nCtrl-C interrupts a reply, Ctrl-D quits.\n"
 
 
+def data_dir() -> Path:
+    """The user's data directory of trioagent: ``$XDG_DATA_HOME/trioagent`` or
+    ``~/.local/share/trioagent``."""
+    base = os.environ.get("XDG_DATA_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "trioagent"
+
+
+def session_middleware(name: str) -> SessionMiddleware:
+    """The middleware keeping the conversation ``name`` in the user's data directory."""
+    try:
+        return SessionMiddleware(SQLiteSessionStore(data_dir() / "sessions.sqlite3"), name)
+    except ValueError as exc:
+        raise ChatSetupError(f"--session: {exc}") from None
+
+
+async def restore_session(agent: Agent, middleware: SessionMiddleware) -> str:
+    """Load the stored conversation into ``agent``; returns a line saying what was found."""
+    name = middleware.session_id
+    store = middleware.store
+    where = store.path if isinstance(store, SQLiteSessionStore) else store
+    try:
+        found = await middleware.restore(agent)
+    except SessionStoreError as exc:
+        raise ChatSetupError(f"--session {name!r}: {exc}") from None
+    if found:
+        return f"session {name!r}: {len(agent.state.context)} messages restored from {where}\n"
+    return f"session {name!r}: new, saved in {where}\n"
+
+
 async def run_chat(
     options: ChatOptions, stdin: TextIO | None = None, out: TextIO | None = None
 ) -> int:
@@ -364,6 +402,7 @@ async def run_chat(
     stdin = stdin if stdin is not None else sys.stdin
     out = out if out is not None else sys.stdout
     real: ChatModelBase | None = None
+    session = session_middleware(options.session) if options.session is not None else None
     if options.model != EMBEDDED:
         spec, credential = resolve_credential(options)
         await check_reachable(credential.get_base_url())
@@ -377,8 +416,16 @@ async def run_chat(
         else:
             model = real
         async with model:
-            agent = Agent("assistant", options.system_prompt, model, _toolkit())
+            agent = Agent(
+                "assistant",
+                options.system_prompt,
+                model,
+                _toolkit(),
+                middlewares=[session] if session is not None else None,
+            )
             out.write(_banner(options))
+            if session is not None:
+                out.write(await restore_session(agent, session))
             out.flush()
             code = await ChatSession(agent, server, stdin, out).run()
         nursery.cancel_scope.cancel()

@@ -5,6 +5,7 @@
     trioagent examples NAME       run one (a number like ``01`` or part of its name)
     trioagent chat                chat with the embedded demo model (offline)
     trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
+    trioagent chat --session NAME  keep the conversation NAME across runs
 
 Exit codes: 0 success, 1 an example failed, 2 a usage or set-up error (unknown example,
 missing API key, unreachable server), 130 the chat was quit with Ctrl-C.
@@ -29,7 +30,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if not args.verbose:
         # Retry warnings and the like would garble the conversation; errors still show.
         logging.getLogger("trioagent").setLevel(logging.ERROR)
-    options = ChatOptions(model=args.model, base_url=args.base_url)
+    options = ChatOptions(model=args.model, base_url=args.base_url, session=args.session)
     if args.system is not None:
         options.system_prompt = args.system
     try:
@@ -95,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI's)",
     )
     chat.add_argument("--system", default=None, help="the system prompt")
+    chat.add_argument(
+        "--session",
+        default=None,
+        metavar="NAME",
+        help="keep the conversation NAME across runs (SQLite in $XDG_DATA_HOME/trioagent, "
+        "by default ~/.local/share/trioagent)",
+    )
     chat.add_argument(
         "--verbose", action="store_true", help="show the library's warnings (retries, ...)"
     )

@@ -1,0 +1,171 @@
+"""Helpers of the session tests: a real redis-server per test module, the store contract, and
+the worker processes of the cross-process tests (``session_worker.py``).
+
+redis-server missing is a failure, not a skip: ``.ci/run`` installs it.  Only when ``.ci/run``
+could not install it (it then says so and sets ``TRIOAGENT_NO_REDIS_SERVER=1``) are the Redis
+tests skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trioagent.agent import AgentState
+from trioagent.message import TextBlock, ToolCallBlock, ToolResultBlock, UserMsg
+from trioagent.serialization import dumps
+from trioagent.session import SessionConflictError, SessionStore
+
+TESTS = Path(__file__).resolve().parent
+WORKER = TESTS / "session_worker.py"
+NO_REDIS_ENV = "TRIOAGENT_NO_REDIS_SERVER"
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    """A redis-server on a unix socket in a temporary directory (no TCP port, no disk
+    persistence); yields its URL and stops it afterwards."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get(NO_REDIS_ENV):
+            pytest.skip(f"redis-server could not be installed ({NO_REDIS_ENV} is set by .ci/run)")
+        pytest.fail(
+            "redis-server is not installed: the Redis session tests need it "
+            "(apt-get install redis-server; .ci/run installs it)"
+        )
+    with tempfile.TemporaryDirectory(prefix="trioagent-redis-") as tmp:
+        sock = Path(tmp) / "redis.sock"
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port", "0",
+                "--unixsocket", str(sock),
+                "--unixsocketperm", "700",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", tmp,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            _wait_ready(sock, proc)
+            yield f"unix://{sock}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_ready(sock: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"redis-server exited with code {proc.returncode} at start")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1)
+                s.connect(str(sock))
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    pytest.fail("redis-server did not answer PING within 15 s")
+
+
+def unique(prefix: str = "ns") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def sample_state(n: int = 3) -> AgentState:
+    """A state with ``n`` user messages and one answered tool call."""
+    state = AgentState()
+    for i in range(n):
+        state.context.append(UserMsg("user", f"message {i} — ünïcode"))
+    call = ToolCallBlock(id="c1", name="ask", input='{"x": "1"}')
+    result = ToolResultBlock(id="c1", name="ask", output=[TextBlock(text="ok")])
+    state.append_context("agent", [call, result])
+    return state
+
+
+async def check_store_contract(store: SessionStore) -> None:
+    """What every store does: versions from 1, conflicts, list, delete, a lossless payload."""
+    sid = unique("s")
+    assert await store.load(sid) is None
+    assert await store.version(sid) == 0
+    state = sample_state()
+    assert await store.save(sid, state, expected_version=0) == 1
+    loaded = await store.load(sid)
+    assert loaded is not None
+    assert (loaded.session_id, loaded.version) == (sid, 1)
+    assert dumps(loaded.state) == dumps(state)
+    assert await store.version(sid) == 1
+    # A stale version is refused and changes nothing.
+    with pytest.raises(SessionConflictError) as caught:
+        await store.save(sid, AgentState(), expected_version=0)
+    assert (caught.value.session_id, caught.value.expected, caught.value.actual) == (sid, 0, 1)
+    assert dumps((await store.load(sid)).state) == dumps(state)  # type: ignore[union-attr]
+    state.context.append(UserMsg("user", "more"))
+    assert await store.save(sid, state, expected_version=1) == 2
+    other = unique("a")
+    await store.save(other, AgentState(), expected_version=0)
+    names = await store.list()
+    assert {sid, other} <= set(names)
+    assert names == sorted(names)
+    with pytest.raises(SessionConflictError):
+        await store.delete(sid, expected_version=1)
+    assert await store.delete(sid, expected_version=2) is True
+    assert await store.delete(sid) is False
+    assert await store.load(sid) is None
+    assert sid not in await store.list()
+    # Saving a deleted session starts again from version 0.
+    with pytest.raises(SessionConflictError):
+        await store.save(sid, state, expected_version=2)
+    assert await store.save(sid, state, expected_version=0) == 1
+    for bad in ("", "a\nb", "x" * 600):
+        with pytest.raises(ValueError, match="session_id"):
+            await store.load(bad)
+    with pytest.raises(TypeError):
+        await store.save(sid, {"context": []}, expected_version=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="expected_version"):
+        await store.save(sid, state, expected_version=-1)
+
+
+def run_worker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``session_worker.py`` in a fresh interpreter; it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, str(WORKER), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert done.returncode == 0, f"worker {args}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def start_worker(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )

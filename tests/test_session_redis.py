@@ -1,0 +1,137 @@
+"""``RedisSessionStore`` against a real redis-server (started per module on a unix socket):
+the store contract, concurrent writers, a save cancelled while on the wire, and clear errors
+(not opened, unreachable, corrupt data).  The URL's password never shows."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+from collections.abc import Iterator
+
+import coredis
+import pytest
+import trio
+import trio.testing
+from session_kit import check_store_contract, redis_server, sample_state, unique
+
+from trioagent.agent import AgentState
+from trioagent.message import UserMsg
+from trioagent.serialization import dumps
+from trioagent.session import (
+    RedisSessionStore,
+    SessionConflictError,
+    SessionStore,
+    SessionStoreError,
+)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+async def test_the_store_contract(redis_url: str) -> None:
+    async with RedisSessionStore(redis_url, namespace=unique()) as store:
+        assert isinstance(store, SessionStore)
+        await check_store_contract(store)
+
+
+async def test_concurrent_writers_one_wins_the_others_conflict(redis_url: str) -> None:
+    namespace = unique()
+    async with RedisSessionStore(redis_url, namespace=namespace) as store:
+        await store.save("s", sample_state(), expected_version=0)
+    writers = 8
+    outcomes: dict[int, object] = {}
+    states = {i: sample_state(2) for i in range(writers)}
+    for i, state in states.items():
+        state.context.append(UserMsg("user", f"writer {i}"))
+
+    async def write(i: int) -> None:
+        async with RedisSessionStore(redis_url, namespace=namespace) as own:  # its own pool
+            try:
+                outcomes[i] = await own.save("s", states[i], expected_version=1)
+            except SessionConflictError as exc:
+                outcomes[i] = exc
+
+    async with trio.open_nursery() as nursery:
+        for i in range(writers):
+            nursery.start_soon(write, i)
+    winners = [i for i, o in outcomes.items() if o == 2]
+    assert len(winners) == 1
+    assert sum(isinstance(o, SessionConflictError) for o in outcomes.values()) == writers - 1
+    async with RedisSessionStore(redis_url, namespace=namespace) as store:
+        stored = await store.load("s")
+    assert stored is not None
+    assert stored.version == 2
+    assert dumps(stored.state) == dumps(states[winners[0]])
+
+
+async def test_a_cancelled_save_completes_and_the_client_stays_usable(redis_url: str) -> None:
+    async with RedisSessionStore(redis_url, namespace=unique()) as store:
+        state = sample_state(2000)
+        versions: list[int] = []
+
+        async def save() -> None:
+            versions.append(await store.save("s", state, expected_version=0))
+            await trio.sleep(0)  # the cancellation lands here, after the save
+            raise AssertionError("not cancelled")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(save)
+            await trio.sleep(0)
+            nursery.cancel_scope.cancel()
+        assert versions == [1]
+        stored = await store.load("s")
+        assert stored is not None
+        assert stored.version == 1
+        assert dumps(stored.state) == dumps(state)
+        assert await store.save("s", AgentState(), expected_version=1) == 2
+
+
+async def test_namespaces_are_separate(redis_url: str) -> None:
+    async with (
+        RedisSessionStore(redis_url, namespace=unique()) as one,
+        RedisSessionStore(redis_url, namespace=unique()) as two,
+    ):
+        await one.save("s", AgentState(), expected_version=0)
+        assert await two.list() == []
+        assert await two.version("s") == 0
+
+
+async def test_an_existing_client_can_be_passed_in(redis_url: str) -> None:
+    async with coredis.Redis.from_url(redis_url, decode_responses=False) as client:
+        store = RedisSessionStore(client=client, namespace=unique())
+        await store.save("s", AgentState(), expected_version=0)
+        assert await store.list() == ["s"]
+
+
+async def test_errors_are_clear_and_hide_the_password(redis_url: str) -> None:
+    store = RedisSessionStore("redis://:hunter2@localhost:1/0", namespace="n")
+    assert "hunter2" not in repr(store)
+    with pytest.raises(SessionStoreError, match="not open"):
+        await store.load("s")
+    with pytest.raises(TypeError, match="exactly one"):
+        RedisSessionStore()
+    namespace = unique()
+    async with coredis.Redis.from_url(redis_url, decode_responses=False) as client:
+        await client.hset(f"{namespace}:s:s", {"version": "1", "payload": b"{not json"})
+        store = RedisSessionStore(client=client, namespace=namespace)
+        with pytest.raises(SessionStoreError, match="session 's' cannot be loaded"):
+            await store.load("s")
+
+
+async def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
+    store = RedisSessionStore("redis://:hunter2@localhost:1/0", namespace="n")
+    with warnings.catch_warnings(record=True) as leaked:
+        warnings.simplefilter("always")
+        with pytest.raises(SessionStoreError) as caught:
+            async with store:
+                await store.load("s")
+        message = str(caught.value)
+        del store, caught  # the traceback holds the connection
+        # coredis leaves the buffers of a connection that never connected to the garbage
+        # collector, which warns about them: collected here, under this block's filter.
+        gc.collect()
+    assert "hunter2" not in message
+    assert all(issubclass(w.category, ResourceWarning) for w in leaked)

@@ -1,0 +1,116 @@
+"""``SQLiteSessionStore`` over real files: the store contract, concurrent writers (one wins,
+the others get a conflict, nothing is lost), a save cancelled while its thread runs, WAL mode,
+and clear errors for corrupt data and unusable paths."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from session_kit import check_store_contract, sample_state
+
+from trioagent.agent import AgentState
+from trioagent.message import UserMsg
+from trioagent.serialization import dumps
+from trioagent.session import (
+    SessionConflictError,
+    SessionStore,
+    SessionStoreError,
+    SQLiteSessionStore,
+)
+
+
+async def test_the_store_contract(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "sessions.sqlite3")
+    assert isinstance(store, SessionStore)
+    await check_store_contract(store)
+
+
+async def test_one_file_in_wal_mode_created_with_its_directory(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "sessions.sqlite3"
+    async with SQLiteSessionStore(path) as store:
+        await store.save("s", AgentState(), expected_version=0)
+    assert path.is_file()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert "sessions.sqlite3" in repr(store)
+
+
+async def test_concurrent_writers_one_wins_the_others_conflict(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    await SQLiteSessionStore(path).save("s", sample_state(), expected_version=0)
+    writers = 8
+    outcomes: dict[int, object] = {}
+    states = {}
+    for i in range(writers):
+        states[i] = sample_state(2)
+        states[i].context.append(UserMsg("user", f"writer {i}"))
+
+    async def write(i: int) -> None:
+        # Each writer has its own store object (its own connections), as another worker would.
+        try:
+            outcomes[i] = await SQLiteSessionStore(path).save("s", states[i], expected_version=1)
+        except SessionConflictError as exc:
+            outcomes[i] = exc
+
+    async with trio.open_nursery() as nursery:
+        for i in range(writers):
+            nursery.start_soon(write, i)
+    winners = [i for i, o in outcomes.items() if o == 2]
+    assert len(winners) == 1
+    losers = [o for o in outcomes.values() if isinstance(o, SessionConflictError)]
+    assert len(losers) == writers - 1
+    assert all((e.expected, e.actual) == (1, 2) for e in losers)
+    stored = await SQLiteSessionStore(path).load("s")
+    assert stored is not None
+    assert stored.version == 2
+    assert dumps(stored.state) == dumps(states[winners[0]])  # the winner's state, whole
+
+
+async def test_a_save_cancelled_while_its_thread_runs_still_commits_whole(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.sqlite3")
+    await store.version("warm-up")  # the schema exists: the save below is one transaction
+    state = sample_state(2000)
+    versions: list[int] = []
+
+    async def save() -> None:
+        versions.append(await store.save("s", state, expected_version=0))
+        await trio.sleep(0)  # the cancellation lands here, after the thread
+        raise AssertionError("not cancelled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(save)
+        await trio.testing.wait_all_tasks_blocked()  # the save waits on its thread
+        nursery.cancel_scope.cancel()
+    assert versions == [1]  # the save returned, then the cancellation landed
+    stored = await store.load("s")
+    assert stored is not None
+    assert stored.version == 1
+    assert dumps(stored.state) == dumps(state)
+
+
+async def test_a_corrupt_payload_is_a_store_error_naming_the_session(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteSessionStore(path)
+    await store.save("s", AgentState(), expected_version=0)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET payload = ?", (b'{"context": 5}',))
+    with pytest.raises(SessionStoreError, match="session 's' cannot be loaded"):
+        await store.load("s")
+
+
+async def test_an_unusable_path_is_a_store_error(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path)  # a directory
+    with pytest.raises(SessionStoreError, match="SQLite session store"):
+        await store.load("s")
+    with pytest.raises(ValueError, match="synchronous"):
+        SQLiteSessionStore(tmp_path / "x", synchronous="OFF")  # type: ignore[arg-type]
+
+
+async def test_full_synchronous_mode_round_trips(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.sqlite3", synchronous="FULL")
+    await store.save("s", sample_state(), expected_version=0)
+    assert (await store.version("s")) == 1
