@@ -19,6 +19,7 @@ deadline (``NO_NET_DEADLINE``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import email.utils
 import json
 import re
@@ -47,6 +48,7 @@ from provider_kit import (
 
 from trioagent._http import (
     DRAIN_GRACE,
+    MAX_BODY_SIZE,
     HTTPClientOwner,
     RequestBody,
     ServerSentEvent,
@@ -1781,6 +1783,40 @@ async def test_send_request_refuses_a_huge_content_length_before_reading(
     assert "1000000000000 bytes (Content-Length)" in exc.message
     assert exc.endpoint == f"{base}/v1"
     assert open_connections(client) == []
+
+
+async def test_send_request_stops_reading_a_chunked_body_past_the_limit(
+    nursery: trio.Nursery, client: httpx.AsyncClient
+) -> None:
+    """A chunked 2xx announces no length: it is read only up to MAX_BODY_SIZE, then refused
+    (typed, not retried) with its connection closed, while the server would go on forever."""
+    sent = 0
+
+    async def endless(stream: trio.SocketStream) -> None:
+        nonlocal sent
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        piece = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                await stream.send_all(piece)
+                sent += 1 << 20
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, endless, listeners)
+    port = listeners[0].socket.getsockname()[1]
+
+    with trio.fail_after(60), pytest.raises(ModelUpstreamError) as info:
+        await send_request(
+            client, client.build_request("GET", f"http://127.0.0.1:{port}/v1"), stream=False
+        )
+
+    assert not info.value.retryable
+    assert f"passed the {MAX_BODY_SIZE} bytes" in info.value.message
+    assert open_connections(client) == []
+    assert sent < 2 * MAX_BODY_SIZE  # the reader stopped; the server's writes then failed
 
 
 async def test_stream_sse_invalid_utf8_mid_stream_is_replaced_not_fatal(

@@ -57,7 +57,9 @@ from trioagent.middleware._tracing_attrs import Scrubber, provider_name, to_json
 from trioagent.model import ChatResponse, ChatUsage
 from trioagent.testing import ScriptedModel, SweepRun, cancel_sweep, text_chunks
 from trioagent.tool import ToolBase, ToolChunk, Toolkit
-from trioagent.types import ReplyFinishedReason
+from trioagent.types import FinishedReason, ReplyFinishedReason
+
+MAX_TOKENS = FinishedReason.MAX_TOKENS
 
 FAKE_KEY = "sk-FAKEKEY-0123456789abcdef"
 FAKE_URL_PASSWORD = "pw-FAKEURLSECRET-42"
@@ -293,6 +295,16 @@ async def test_interrupted_reply_is_marked_interrupted_not_error(
     assert list(attr(chat, "gen_ai.response.finish_reasons")) == ["interrupted"]
     assert attr(chat, "trioagent.interrupted") is True
     assert chat.status.status_code == StatusCode.UNSET
+
+
+async def test_a_response_cut_off_at_the_output_limit_reports_length(otel: Otel) -> None:
+    """GenAI's ``length`` finish reason for a response that hit the output limit."""
+    cut = [*text_chunks("half an ans"), ChatResponse(content=[], finished_reason=MAX_TOKENS)]
+    agent = traced(otel, [cut])
+    await run(agent, user())
+    (first,) = otel.spans("chat ")
+    assert list(attr(first, "gen_ai.response.finish_reasons")) == ["length"]
+    assert json.loads(attr(first, "gen_ai.output.messages"))[0]["finish_reason"] == "length"
 
 
 async def test_outer_cancellation_during_a_tool_ends_every_span(

@@ -27,6 +27,7 @@ from ._errors import (
 from ._retry import backoff_delay as backoff_delay
 from ._send import (
     CLOSE_GRACE as CLOSE_GRACE,
+    MAX_BODY_SIZE as MAX_BODY_SIZE,
     RequestBody as RequestBody,
     aclose_response as aclose_response,
     response_json as response_json,
@@ -53,6 +54,7 @@ __all__ = [
     "CLOSE_GRACE",
     "DEFAULT_MAX_EVENT_SIZE",
     "DRAIN_GRACE",
+    "MAX_BODY_SIZE",
     "ErrorMapper",
     "HTTPClientOwner",
     "Redact",

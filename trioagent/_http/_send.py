@@ -8,6 +8,8 @@ a cancelled call's connection is closed — never returned to the pool half-read
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import httpx
 import trio
 
@@ -37,8 +39,8 @@ __all__ = [
 #: Seconds a shielded response close may take (a plain TCP close is immediate).
 CLOSE_GRACE = 5.0
 
-#: The largest ``Content-Length`` of a non-streamed 2xx answer that is read (64 MiB): a bigger
-#: one is refused before its body is buffered.
+#: The largest non-streamed 2xx answer that is read (64 MiB): a bigger ``Content-Length`` is
+#: refused before the body is read, a chunked body as soon as it passes the limit.
 MAX_BODY_SIZE = 64 * 1024 * 1024
 
 
@@ -69,6 +71,47 @@ class RequestBody(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         return None
+
+
+class _BoundedBody(httpx.AsyncByteStream):
+    """A response body that raises a typed error once it passes :data:`MAX_BODY_SIZE` bytes.
+
+    A chunked answer announces no length, so the bound is counted while reading.
+    """
+
+    def __init__(self, inner: httpx.AsyncByteStream | httpx.SyncByteStream, status: int) -> None:
+        if not isinstance(inner, httpx.AsyncByteStream):
+            raise TypeError("an async client's response has an async body")
+        self._inner = inner
+        self._status = status
+
+    def __aiter__(self) -> _BoundedChunks:
+        return _BoundedChunks(self._inner.__aiter__(), self._status)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _BoundedChunks:
+    def __init__(self, chunks: AsyncIterator[bytes], status: int) -> None:
+        self._chunks = chunks
+        self._status = status
+        self._size = 0
+
+    def __aiter__(self) -> _BoundedChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._chunks.__anext__()
+        self._size += len(chunk)
+        if self._size > MAX_BODY_SIZE:
+            raise ModelUpstreamError(
+                f"the response body passed the {MAX_BODY_SIZE} bytes a non-streamed answer "
+                "may have; not read further",
+                status_code=self._status,
+                retryable=False,
+            )
+        return chunk
 
 
 class _OneChunk:
@@ -139,6 +182,7 @@ async def _send(
                     status_code=response.status_code,
                     retryable=False,
                 )
+            response.stream = _BoundedBody(response.stream, response.status_code)
             try:
                 await response.aread()
             except httpx.TransportError as exc:

@@ -216,11 +216,14 @@ def to_otel_message(msg: Msg) -> JSONObject:
 
 
 def finish_reason(response: object) -> str:
-    """``"interrupted"``, ``"stop"``, or ``"unknown"`` for something that is no ChatResponse."""
+    """``"interrupted"``, ``"length"`` (cut off at the output limit), ``"stop"``, or
+    ``"unknown"`` for something that is no ChatResponse."""
     if not isinstance(response, ChatResponse):
         return "unknown"
     if response.finished_reason == FinishedReason.INTERRUPTED:
         return "interrupted"
+    if response.finished_reason == FinishedReason.MAX_TOKENS:
+        return "length"
     return "stop"
 
 
