@@ -229,7 +229,10 @@ async def test_http_server_in_stateless_mode_serves_a_stateless_client() -> None
         async with client:
             assert texts(await client.call_tool("echo", {"text": "x"})) == "x"
         # Stateless: usable outside `async with` too, each operation on a fresh session.
-        assert [t.name for t in await client.list_tools()][:2] == ["mcp__web__echo", "mcp__web__add"]
+        assert [t.name for t in await client.list_tools()][:2] == [
+            "mcp__web__echo",
+            "mcp__web__add",
+        ]
 
 
 async def test_an_unreachable_stateless_server_is_logged_and_skipped(

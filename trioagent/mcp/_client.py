@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
 from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
 from ._config import HttpMCPConfig, StdioMCPConfig
@@ -299,8 +300,11 @@ class MCPClient:
     async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
         if not self._is_stateful:
-            async with self._new_session() as fresh:
-                return await operation(fresh)
+            try:
+                async with self._new_session() as fresh:
+                    return await operation(fresh)
+            except BaseExceptionGroup as group:
+                reraise_unwrapped(group)  # the SDK's task groups: the one error, or Cancelled
         session = self._session
         if session is None:
             raise MCPClientError(f"MCP server {self._name!r} is not connected")
@@ -386,6 +390,8 @@ class MCPClient:
         self._closing.set()
         try:
             return await manager.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            reraise_unwrapped(group)  # an outer cancellation leaves as one Cancelled
         finally:
             self._nursery = self._nursery_manager = None
 

@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
+from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject, JSONValue
 from ..message import DataBlock, TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
@@ -255,15 +256,18 @@ class MCPTool(ToolBase):
             finally:
                 wake.set()
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(invoke)
-            while True:
-                await wake.wait()
-                wake = trio.Event()
-                while pending:
-                    await emit(pending.popleft())
-                if outcome:
-                    break
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(invoke)
+                while True:
+                    await wake.wait()
+                    wake = trio.Event()
+                    while pending:
+                        await emit(pending.popleft())
+                    if outcome:
+                        break
+        except BaseExceptionGroup as group:
+            reraise_unwrapped(group)  # a bare Cancelled (or error), as if no task were spawned
         # An exception other than MCPCallError left the nursery above (as a group) instead.
         final = outcome[0]
         if isinstance(final, MCPCallError):
