@@ -67,9 +67,7 @@ def test_structured_content_is_added_only_without_text() -> None:
     only_structured = types.CallToolResult(content=[], structured_content={"n": 1, "é": "ü"})
     result = convert_result(only_structured)
     assert [b.text for b in result.content] == ['{"n": 1, "é": "ü"}']  # type: ignore[union-attr]
-    both = types.CallToolResult(
-        content=[types.TextContent(text="1")], structured_content={"n": 1}
-    )
+    both = types.CallToolResult(content=[types.TextContent(text="1")], structured_content={"n": 1})
     assert [b.text for b in convert_result(both).content] == ["1"]  # type: ignore[union-attr]
     error = types.CallToolResult(content=[types.TextContent(text="bad")], is_error=True)
     assert convert_result(error).is_error

@@ -7,8 +7,7 @@ code inside the ``async with`` block.  A **stateless** client (HTTP only) opens 
 session for every operation and holds nothing open.
 
 The toolkit reads the tools as last listed (:meth:`MCPClient.listed_tools`, no I/O): they are
-listed when the client is entered, again by ``await client.list_tools()``, and — for a
-stateful session — whenever the server announces that its tool list changed.
+listed when the client is entered and again by ``await client.list_tools()``.
 """
 
 from __future__ import annotations
@@ -147,7 +146,6 @@ class MCPClient:
         self.connect_timeout = connect_timeout
         self._entered = False
         self._session: Client | None = None
-        self._nursery: trio.Nursery | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closing = trio.Event()
         self._tools: list[MCPTool] | None = None
@@ -289,13 +287,8 @@ class MCPClient:
                 cwd=config.cwd,
                 encoding_error_handler=config.encoding_error_handler,
             )
-            return Client(
-                stdio_client(params, errlog=config.errlog), message_handler=self._on_message
-            )
-        return Client(
-            cast(Transport, _HttpTransport(config)),
-            message_handler=self._on_message if self._is_stateful else None,
-        )
+            return Client(stdio_client(params, errlog=config.errlog))
+        return Client(cast(Transport, _HttpTransport(config)))
 
     async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
@@ -321,18 +314,6 @@ class MCPClient:
                     "The session with MCP server %r was lost: %s", self._name, _describe(exc)
                 )
             self._lost = _describe(exc)
-
-    async def _on_message(self, message: object) -> None:
-        """Server notifications: a changed tool list is listed again in the background."""
-        if isinstance(message, mcp_types.ToolListChangedNotification) and self._nursery is not None:
-            self._nursery.start_soon(self._relist)
-        await trio.lowlevel.checkpoint()
-
-    async def _relist(self) -> None:
-        try:
-            await self.list_tools()
-        except MCPClientError as exc:
-            logger.warning("%s", exc)
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -373,7 +354,6 @@ class MCPClient:
                     f"connecting to MCP server {self._name!r} failed: {_describe(exc)}"
                 ) from None
             raise
-        self._nursery = nursery
         self._nursery_manager = nursery_manager
         return self
 
@@ -393,7 +373,7 @@ class MCPClient:
         except BaseExceptionGroup as group:
             reraise_unwrapped(group)  # an outer cancellation leaves as one Cancelled
         finally:
-            self._nursery = self._nursery_manager = None
+            self._nursery_manager = None
 
     async def _own_session(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Hold the session from connecting to closing; record (not raise) a later crash."""
