@@ -114,15 +114,20 @@ async def test_an_agent_asks_before_a_tool_without_the_read_only_hint(kit: MCPCl
 # -- calling ---------------------------------------------------------------------------------------
 
 
-async def test_progress_becomes_chunks_and_the_result_comes_last(kit: MCPClient) -> None:
-    tool = Toolkit(mcps=[kit]).get_tool("mcp__kit__wait")
+async def run_tool(client: MCPClient, name: str, **arguments: Any) -> tuple[Any, list[ToolChunk]]:
+    """Run one of the client's tools through a toolkit lookup; the response and every chunk."""
+    tool = Toolkit(mcps=[client]).get_tool(name)
     assert tool is not None
     chunks: list[ToolChunk] = []
 
     async def emit(chunk: ToolChunk) -> None:
         chunks.append(chunk)
 
-    response = await tool.run({"seconds": 0.3}, emit)
+    return await tool.run(arguments, emit), chunks
+
+
+async def test_progress_becomes_chunks_and_the_result_comes_last(kit: MCPClient) -> None:
+    response, chunks = await run_tool(kit, "mcp__kit__wait", seconds=0.3)
     progress = [c.metadata["mcp_progress"] for c in chunks if "mcp_progress" in c.metadata]
     assert progress == [
         {"progress": float(i), "total": 3.0, "message": f"step {i}"} for i in (1, 2, 3)
@@ -135,20 +140,13 @@ async def test_progress_becomes_chunks_and_the_result_comes_last(kit: MCPClient)
 
 async def test_without_stream_progress_only_the_result_is_emitted(tmp_path: Path) -> None:
     async with MCPClient("kit", stdio_config(tmp_path)) as client:
-        tool = Toolkit(mcps=[client]).get_tool("mcp__kit__wait")
-        assert tool is not None
-        chunks: list[ToolChunk] = []
-
-        async def emit(chunk: ToolChunk) -> None:
-            chunks.append(chunk)
-
-        response = await tool.run({"seconds": 0.3}, emit)
+        response, chunks = await run_tool(client, "mcp__kit__wait", seconds=0.3)
     assert len(chunks) == 1
     assert response.text() == "waited 0.3"
 
 
 async def test_a_server_error_is_an_error_result(kit: MCPClient) -> None:
-    response = await Toolkit(mcps=[kit]).get_tool("mcp__kit__fail").run({"reason": "x"})  # type: ignore[union-attr]
+    response, _ = await run_tool(kit, "mcp__kit__fail", reason="x")
     assert response.state == ToolResultState.ERROR
     assert "fail" in response.text()
 
@@ -180,7 +178,7 @@ async def test_a_lost_connection_is_an_error_result(kit: MCPClient) -> None:
 
 
 async def test_content_of_every_kind_reaches_the_result(kit: MCPClient) -> None:
-    response = await Toolkit(mcps=[kit]).get_tool("mcp__kit__mixed").run({})  # type: ignore[union-attr]
+    response, _ = await run_tool(kit, "mcp__kit__mixed")
     kinds = [type(b).__name__ for b in response.content]
     # Consecutive text blocks merge in a response; the data blocks stay apart.
     assert kinds == ["TextBlock", "DataBlock", "DataBlock", "TextBlock", "DataBlock"]
