@@ -152,7 +152,9 @@ def chunk_events(reply_id: str, call: ToolCallBlock, chunk: ToolChunk) -> list[A
     events: list[AgentEvent] = []
     progress = chunk.metadata.get("mcp_progress")
     if progress is not None:
-        value = {"progress": progress, "reply_id": reply_id, "tool_call_id": call.id}
+        # An MCP tool's progress is a dict (progress, total, message): its keys join the value.
+        fields = progress if isinstance(progress, dict) else {"progress": progress}
+        value = {**fields, "reply_id": reply_id, "tool_call_id": call.id}
         events.append(CustomEvent(reply_id=reply_id, name="mcp_progress", value=value))
     events.extend(output_events(reply_id, call.id, chunk.content))
     return events

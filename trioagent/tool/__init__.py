@@ -8,6 +8,15 @@ from ..types import ToolChoice as ToolChoice
 from ._base import ToolBase as ToolBase, ToolMiddlewareBase as ToolMiddlewareBase
 from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
+from ._mcp import (
+    MCPCallError as MCPCallError,
+    MCPCallResult as MCPCallResult,
+    MCPConnection as MCPConnection,
+    MCPTool as MCPTool,
+    MCPToolSource as MCPToolSource,
+    MCPToolSpec as MCPToolSpec,
+    ProgressCallback as ProgressCallback,
+)
 from ._middleware import ToolNextHandler as ToolNextHandler
 from ._response import Emit as Emit, ToolChunk as ToolChunk, ToolResponse as ToolResponse
 from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
@@ -15,6 +24,13 @@ from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 __all__ = [
     "Emit",
     "FunctionTool",
+    "MCPCallError",
+    "MCPCallResult",
+    "MCPConnection",
+    "MCPTool",
+    "MCPToolSource",
+    "MCPToolSpec",
+    "ProgressCallback",
     "ResetTools",
     "ToolBase",
     "ToolChoice",

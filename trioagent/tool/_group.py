@@ -17,6 +17,7 @@ from ..exception import DeveloperOrientedException
 from ..message import TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase
+from ._mcp import MCPToolSource
 from ._response import Emit, ToolChunk
 
 __all__ = ["BASIC_GROUP", "ResetTools", "ToolGroup", "render_meta_tool_response"]
@@ -28,18 +29,24 @@ def _copy_tools(tools: Sequence[ToolBase] | None) -> list[ToolBase]:
     return list(tools or [])
 
 
+def _copy_mcps(mcps: Sequence[MCPToolSource] | None) -> list[MCPToolSource]:
+    return list(mcps or [])
+
+
 @attrs.define
 class ToolGroup:
     """A named set of tools the model can switch on and off together.
 
     ``description`` (required except for ``"basic"``) tells the model when to activate the
     group; ``instructions`` are returned by ``reset_tools`` when the group is activated.
+    ``mcps`` are MCP clients (``trioagent.mcp.MCPClient``) whose tools belong to the group.
     """
 
     name: str
     description: str | None = None
     instructions: str | None = None
     tools: list[ToolBase] = attrs.field(factory=list, converter=_copy_tools)
+    mcps: list[MCPToolSource] = attrs.field(factory=list, converter=_copy_mcps)
 
     def __attrs_post_init__(self) -> None:
         if self.name != BASIC_GROUP and self.description is None:

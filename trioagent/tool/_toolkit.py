@@ -43,6 +43,7 @@ from ._group import (
     render_meta_tool_response,
 )
 from ._hints import callable_name
+from ._mcp import MCPToolSource, check_sources_connected, list_source_tools
 from ._middleware import ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 from ._schema import remove_title_field
@@ -66,14 +67,16 @@ class Toolkit:
 
     Args:
         tools: tools of the always-active ``"basic"`` group.
+        mcps: MCP clients (``trioagent.mcp.MCPClient``) whose tools join the ``"basic"`` group;
+            a stateful one must be connected (``async with client:``) first.
         tool_groups: further groups, activated by the model through ``reset_tools``.
         middlewares: toolkit-wide middlewares (first is outermost); see
             :meth:`register_middleware`.
         meta_tool_response: renders ``reset_tools``' answer from the activated groups.
 
     Raises:
-        ValueError: a user group named ``"basic"``, duplicate group names, or a tool with an
-            invalid input schema.
+        ValueError: a user group named ``"basic"``, duplicate group names, a tool with an
+            invalid input schema, or a stateful MCP client that is not connected.
     """
 
     def __init__(
@@ -82,6 +85,8 @@ class Toolkit:
         tool_groups: Sequence[ToolGroup] | None = None,
         middlewares: Sequence[ToolkitMiddleware] | None = None,
         meta_tool_response: Callable[[Sequence[ToolGroup]], str] = render_meta_tool_response,
+        *,
+        mcps: Sequence[MCPToolSource] | None = None,
     ) -> None:
         groups = list(tool_groups or [])
         if any(group.name == BASIC_GROUP for group in groups):
@@ -89,7 +94,9 @@ class Toolkit:
                 "The 'basic' tool group is reserved for the default tool group; pass its tools "
                 "with the `tools` argument."
             )
-        self.tool_groups: list[ToolGroup] = [ToolGroup(BASIC_GROUP, tools=list(tools or []))]
+        basic = ToolGroup(BASIC_GROUP, tools=list(tools or []), mcps=list(mcps or []))
+        check_sources_connected(basic.mcps)
+        self.tool_groups: list[ToolGroup] = [basic]
         for group in groups:
             self.add_group(group)
         for group in self.tool_groups:
@@ -186,6 +193,7 @@ class Toolkit:
             raise ValueError(f"Tool groups must not contain duplicate names: {group.name!r}")
         for tool in group.tools:
             _check_tool(tool)
+        check_sources_connected(group.mcps)
         self.tool_groups.append(group)
 
     def add_tool(self, tool: ToolBase | Sequence[ToolBase], group_name: str = BASIC_GROUP) -> None:
@@ -231,8 +239,10 @@ class Toolkit:
     ) -> dict[str, tuple[ToolBase, str]]:
         """``name → (tool, group name)`` for ``"basic"`` plus ``groups``, in schema order.
 
-        ``reset_tools`` comes first whenever there is a group besides ``"basic"``.  A later
-        tool with the same name replaces an earlier one (keeping its position).
+        ``reset_tools`` comes first whenever there is a group besides ``"basic"``.  Each
+        group's own tools come before its MCP clients' tools (an MCP client that cannot list
+        its tools is logged and skipped).  A later tool with the same name replaces an earlier
+        one (keeping its position).
         """
         wanted = {BASIC_GROUP, *(groups or ())}
         tools: dict[str, tuple[ToolBase, str]] = {}
@@ -240,7 +250,7 @@ class Toolkit:
             tools[self.meta_tool.name] = (self.meta_tool, BASIC_GROUP)
         for group in self.tool_groups:
             if group.name in wanted:
-                for tool in group.tools:
+                for tool in [*group.tools, *list_source_tools(group.mcps, group.name)]:
                     tools[tool.name] = (tool, group.name)
         return tools
 

@@ -1,0 +1,425 @@
+"""The MCP client: one server, its tools as :class:`~trioagent.tool.MCPTool` objects.
+
+A **stateful** client holds one session open for as long as ``async with client:`` lasts; a
+stdio server process lives exactly that long.  The session is owned by a task of the client's
+own nursery, so a crash of the connection is recorded and logged instead of cancelling the
+code inside the ``async with`` block.  A **stateless** client (HTTP only) opens a fresh
+session for every operation and holds nothing open.
+
+The toolkit reads the tools as last listed (:meth:`MCPClient.listed_tools`, no I/O): they are
+listed when the client is entered and again by ``await client.list_tools()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import TypeVar, cast
+
+import httpx2
+import mcp_types
+import trio
+from mcp import Client
+from mcp.client import Transport
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+
+from .._core.concurrency import reraise_unwrapped
+from .._core.json_types import JSONObject
+from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
+from ._config import HttpMCPConfig, StdioMCPConfig
+from ._convert import convert_result, tool_spec
+
+__all__ = ["MCPClient", "MCPClientError"]
+
+logger = logging.getLogger("trioagent.mcp")
+
+_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+_T = TypeVar("_T")
+
+
+class MCPClientError(Exception):
+    """The client cannot do what was asked: not connected, the server unreachable or gone."""
+
+
+def _describe(exc: BaseException) -> str:
+    """A short, secret-free account of a failure (no URLs, no headers)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(sub) for sub in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.message
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.HTTPError | OSError | trio.BrokenResourceError):
+        return f"{type(exc).__name__}: the connection to the server failed"
+    if isinstance(exc, trio.TooSlowError):
+        return "timed out"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_connection_lost(sub) for sub in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError)
+
+
+def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{label} should be a list of strings, but got {names!r}.")
+    return list(names)
+
+
+class MCPClient:
+    """A connection to one MCP server, and its tools.
+
+    Args:
+        name: the server's name in tool names (``mcp__{name}__{tool}``); only
+            ``[a-zA-Z0-9_-]``.
+        config: :class:`StdioMCPConfig` or :class:`HttpMCPConfig`.
+        is_stateful: hold one session open inside ``async with client:`` (stdio: always).
+        enable_tools: list only these tools (by the server's names); ``None``: all.
+        disable_tools: never list these.
+        execution_timeout: seconds a tool call may take before it is cancelled.
+        stream_progress: pass the server's progress notifications on as progress chunks
+            (``CustomEvent("mcp_progress")`` in a reply).
+        connect_timeout: seconds for connecting and the first listing.
+
+    Raises:
+        ValueError: a bad name, a stateless stdio client, overlapping or malformed filters,
+            a non-positive timeout.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioMCPConfig | HttpMCPConfig,
+        *,
+        is_stateful: bool = True,
+        enable_tools: Sequence[str] | None = None,
+        disable_tools: Sequence[str] | None = None,
+        execution_timeout: float | None = None,
+        stream_progress: bool = False,
+        connect_timeout: float | None = 30.0,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(
+                f"MCPClient name {name!r} contains characters that model providers reject in "
+                "tool names (only [a-zA-Z0-9_-] are allowed)."
+            )
+        if not isinstance(config, StdioMCPConfig | HttpMCPConfig):
+            raise TypeError(
+                f"expected StdioMCPConfig or HttpMCPConfig, got {type(config).__name__}"
+            )
+        if isinstance(config, StdioMCPConfig) and not is_stateful:
+            raise ValueError("A stdio MCP client must be stateful (is_stateful=True).")
+        enabled = _check_names("enable_tools", enable_tools)
+        disabled = _check_names("disable_tools", disable_tools)
+        overlap = set(enabled or ()) & set(disabled or ())
+        if overlap:
+            raise ValueError(
+                f"enable_tools and disable_tools must not overlap, but both name {sorted(overlap)}."
+            )
+        for label, value in (
+            ("execution_timeout", execution_timeout),
+            ("connect_timeout", connect_timeout),
+        ):
+            if value is not None and not value > 0:
+                raise ValueError(f"{label} must be a positive number of seconds or None")
+        self._name = name
+        self.config = config
+        self._is_stateful = is_stateful
+        self.enable_tools = enabled
+        self.disable_tools = disabled
+        self.execution_timeout = execution_timeout
+        self.stream_progress = stream_progress
+        self.connect_timeout = connect_timeout
+        self._entered = False
+        self._session: Client | None = None
+        self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._closing = trio.Event()
+        self._tools: list[MCPTool] | None = None
+        self._listing_error: str | None = None
+        self._lost: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"MCPClient(name={self._name!r}, config={self.config!r}, "
+            f"is_stateful={self._is_stateful!r})"
+        )
+
+    # -- the MCPToolSource / MCPConnection protocols ---------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        return self._name
+
+    @property
+    def is_stateful(self) -> bool:
+        """Whether one session is held open inside ``async with client:``."""
+        return self._is_stateful
+
+    @property
+    def is_connected(self) -> bool:
+        """A stateful client: inside ``async with`` with a live session; stateless: ``True``."""
+        if not self._is_stateful:
+            return True
+        return self._session is not None and self._lost is None
+
+    def listed_tools(self) -> list[ToolBase]:
+        """The tools as last listed, filters applied (no I/O).
+
+        Raises:
+            MCPClientError: not connected, the session was lost, or the tools were never
+                listed successfully.
+        """
+        if self._is_stateful and self._session is None:
+            raise MCPClientError(f"MCP server {self._name!r} is not connected")
+        if self._lost is not None:
+            raise MCPClientError(
+                f"the session with MCP server {self._name!r} was lost: {self._lost}"
+            )
+        if self._tools is None:
+            reason = self._listing_error or "enter `async with client:` or await list_tools()"
+            raise MCPClientError(
+                f"the tools of MCP server {self._name!r} are not listed ({reason})"
+            )
+        return list(self._tools)
+
+    async def call_tool(
+        self, tool: str, arguments: JSONObject, on_progress: ProgressCallback | None = None
+    ) -> MCPCallResult:
+        """Call ``tool`` (the server's name for it) and convert the result.
+
+        Cancelling the caller cancels the request (the server receives
+        ``notifications/cancelled``); the session stays usable.
+
+        Raises:
+            MCPCallError: a protocol error, or the server could not be reached.
+        """
+        progress = cast(ProgressFnT | None, on_progress)
+
+        async def call(session: Client) -> mcp_types.CallToolResult:
+            return await session.call_tool(tool, arguments, progress_callback=progress)
+
+        try:
+            result = await self._with_session(call)
+        except MCPClientError as exc:
+            raise MCPCallError(str(exc)) from None
+        except Exception as exc:
+            self._note_failure(exc)
+            raise MCPCallError(_describe(exc)) from None
+        return convert_result(result)
+
+    # -- listing -------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[MCPTool]:
+        """List the tools from the server now (filters applied) and remember them.
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+        try:
+            tools = await self._with_session(self._fetch)
+        except MCPClientError:
+            raise
+        except Exception as exc:
+            self._note_failure(exc)
+            self._listing_error = _describe(exc)
+            raise MCPClientError(
+                f"listing the tools of MCP server {self._name!r} failed: {self._listing_error}"
+            ) from None
+        return tools
+
+    async def _fetch(self, session: Client) -> list[MCPTool]:
+        listed: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await session.list_tools(cursor=cursor, cache_mode="refresh")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        tools = [self._wrap(tool) for tool in listed if self._wanted(tool.name)]
+        self._tools = [tool for tool in tools if tool is not None]
+        self._listing_error = None
+        return list(self._tools)
+
+    def _wanted(self, tool: str) -> bool:
+        if self.enable_tools is not None and tool not in self.enable_tools:
+            return False
+        return self.disable_tools is None or tool not in self.disable_tools
+
+    def _wrap(self, tool: mcp_types.Tool) -> MCPTool | None:
+        wrapped = MCPTool(
+            self,
+            tool_spec(tool),
+            execution_timeout=self.execution_timeout,
+            stream_progress=self.stream_progress,
+        )
+        try:
+            wrapped.validate_schema()
+        except ValueError as exc:
+            logger.warning("Skipping tool %r of MCP server %r: %s", tool.name, self._name, exc)
+            return None
+        return wrapped
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def _new_session(self) -> Client:
+        config = self.config
+        if isinstance(config, StdioMCPConfig):
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=config.env,
+                cwd=config.cwd,
+                encoding_error_handler=config.encoding_error_handler,
+            )
+            return Client(stdio_client(params, errlog=config.errlog))
+        return Client(cast(Transport, _HttpTransport(config)))
+
+    async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
+        if not self._is_stateful:
+            try:
+                async with self._new_session() as fresh:
+                    return await operation(fresh)
+            except BaseExceptionGroup as group:
+                reraise_unwrapped(group)  # the SDK's task groups: the one error, or Cancelled
+        session = self._session
+        if session is None:
+            raise MCPClientError(f"MCP server {self._name!r} is not connected")
+        if self._lost is not None:
+            raise MCPClientError(
+                f"the session with MCP server {self._name!r} was lost: {self._lost}"
+            )
+        return await operation(session)
+
+    def _note_failure(self, exc: BaseException) -> None:
+        if self._is_stateful and self._session is not None and _connection_lost(exc):
+            if self._lost is None:
+                logger.warning(
+                    "The session with MCP server %r was lost: %s", self._name, _describe(exc)
+                )
+            self._lost = _describe(exc)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> MCPClient:
+        """Connect (stateful) and list the tools.
+
+        A stateless client that cannot list its tools is logged and entered anyway (its tools
+        are skipped until a later :meth:`list_tools` succeeds).
+
+        Raises:
+            RuntimeError: the client was entered before.
+            MCPClientError: a stateful client could not connect or list its tools in time.
+        """
+        if self._entered:
+            raise RuntimeError(f"MCPClient {self._name!r} can be entered only once")
+        self._entered = True
+        if not self._is_stateful:
+            with trio.move_on_after(_or_inf(self.connect_timeout)) as scope:
+                try:
+                    await self.list_tools()
+                except MCPClientError as exc:
+                    logger.warning("%s", exc)
+            if scope.cancelled_caught:
+                self._listing_error = "timed out"
+                logger.warning("Listing the tools of MCP server %r timed out", self._name)
+            return self
+        nursery_manager = trio.open_nursery()
+        nursery = await nursery_manager.__aenter__()
+        try:
+            with trio.fail_after(_or_inf(self.connect_timeout)):
+                await nursery.start(self._own_session)
+        except BaseException as exc:
+            # The session task ended before it started: the nursery has no child left.
+            self._closing.set()
+            await nursery_manager.__aexit__(None, None, None)
+            if isinstance(exc, Exception):
+                raise MCPClientError(
+                    f"connecting to MCP server {self._name!r} failed: {_describe(exc)}"
+                ) from None
+            raise
+        self._nursery_manager = nursery_manager
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        """Close the session; a stdio server process is terminated (its whole group)."""
+        manager = self._nursery_manager
+        if manager is None:
+            return None
+        self._closing.set()
+        try:
+            return await manager.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            reraise_unwrapped(group)  # an outer cancellation leaves as one Cancelled
+        finally:
+            self._nursery_manager = None
+
+    async def _own_session(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Hold the session from connecting to closing; record (not raise) a later crash."""
+        started = False
+        try:
+            async with self._new_session() as session:
+                await self._fetch(session)
+                self._session = session
+                started = True
+                task_status.started()
+                await self._closing.wait()
+        except Exception as exc:
+            if not started:
+                raise
+            self._lost = self._lost or _describe(exc)
+            logger.warning("The session with MCP server %r ended: %s", self._name, self._lost)
+        finally:
+            self._session = None
+
+
+class _HttpTransport:
+    """Streamable HTTP over an HTTP client of our own (closed with the transport)."""
+
+    def __init__(self, config: HttpMCPConfig) -> None:
+        timeout = httpx2.Timeout(config.timeout)
+        self._http = httpx2.AsyncClient(headers=config.headers, timeout=timeout)
+        self._url = config.url
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> object:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self._http)
+            streams = await stack.enter_async_context(
+                streamable_http_client(self._url, http_client=self._http)
+            )
+            self._stack = stack.pop_all()
+        return streams
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+def _or_inf(timeout: float | None) -> float:
+    return math.inf if timeout is None else timeout

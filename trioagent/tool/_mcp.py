@@ -1,0 +1,308 @@
+"""Tools served by an MCP server: :class:`MCPTool` and what the toolkit needs from a server.
+
+This module knows nothing of the MCP SDK.  :mod:`trioagent.mcp` (which sits above the tool
+layer) talks to servers and hands tools a :class:`MCPConnection` — "something that can call a
+tool on that server" — and a :class:`MCPToolSpec` per tool, with the server's content already
+converted into our blocks.  The toolkit lists a server's tools through :class:`MCPToolSource`.
+
+What an :class:`MCPTool` does with a call:
+
+* its name is ``mcp__{server}__{tool}``, every character of the tool's name outside
+  ``[a-zA-Z0-9_-]`` replaced by ``x`` (the server still gets the original name);
+* its input schema is the server's, with ``type``, ``properties`` and ``required`` defaulted;
+* a read-only hint from the server allows the call, anything else asks the user;
+* progress notifications become chunks with ``metadata["mcp_progress"]`` (the agent turns them
+  into ``CustomEvent("mcp_progress")``) when ``stream_progress`` is on;
+* an execution timeout cancels the request (the server is told) and gives an error result;
+* a server-side error result, a protocol error or a lost connection gives an error result the
+  model can read.  Cancelling the reply cancels the request and propagates.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+import trio
+
+from .._core.concurrency import reraise_unwrapped
+from .._core.json_types import JSONObject, JSONValue
+from ..message import DataBlock, TextBlock, ToolResultState
+from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
+from ._base import ToolBase, ToolMiddlewareBase
+from ._response import MCP_PROGRESS_KEY, Emit, ToolChunk, error_chunk
+
+__all__ = [
+    "MCPCallError",
+    "MCPCallResult",
+    "MCPConnection",
+    "MCPTool",
+    "MCPToolSource",
+    "MCPToolSpec",
+    "ProgressCallback",
+    "mcp_tool_name",
+]
+
+logger = logging.getLogger("trioagent.tool")
+
+#: How many progress updates wait at most for the tool's task; the oldest are dropped beyond.
+PROGRESS_BUFFER = 1024
+
+#: ``async def on_progress(progress, total, message)``, called once per progress notification.
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+_ILLEGAL_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class MCPCallError(Exception):
+    """A call could not reach a result: a protocol error, a lost or broken connection.
+
+    The text is what the model reads (after ``"Error occurred when calling MCP tool: "``); it
+    must carry no secret.
+    """
+
+
+@attrs.frozen
+class MCPCallResult:
+    """A server's answer to one tool call, converted into our blocks."""
+
+    content: list[TextBlock | DataBlock]
+    is_error: bool = False
+
+
+@attrs.frozen
+class MCPToolSpec:
+    """What a server says about one of its tools."""
+
+    name: str
+    description: str | None = None
+    input_schema: JSONObject | None = None
+    read_only: bool = False
+
+
+@runtime_checkable
+class MCPConnection(Protocol):
+    """An MCP server connection that can call a tool (implemented by ``trioagent.mcp``)."""
+
+    @property
+    def name(self) -> str:
+        """The server's name, as used in tool names."""
+        ...
+
+    async def call_tool(
+        self, tool: str, arguments: JSONObject, on_progress: ProgressCallback | None
+    ) -> MCPCallResult:
+        """Call ``tool`` with ``arguments``; ``on_progress`` receives progress notifications.
+
+        Cancelling the caller cancels the request on the server.
+
+        Raises:
+            MCPCallError: the call could not produce a result.
+        """
+        ...
+
+
+@runtime_checkable
+class MCPToolSource(Protocol):
+    """A set of MCP tools the toolkit can list (``trioagent.mcp.MCPClient`` is one)."""
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        ...
+
+    @property
+    def is_stateful(self) -> bool:
+        """Whether the source holds a session open (and must be connected before use)."""
+        ...
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a stateful source is connected (always ``True`` for a stateless one)."""
+        ...
+
+    def listed_tools(self) -> list[ToolBase]:
+        """The tools as last listed, filters applied.
+
+        Raises:
+            Exception: the tools are not available (not connected, the server failed); the
+                toolkit logs it and skips this source.
+        """
+        ...
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """``mcp__{server}__{tool}`` with the tool name's illegal characters replaced by ``x``."""
+    return f"mcp__{server}__{_ILLEGAL_NAME_CHARS.sub('x', tool)}"
+
+
+def _input_schema(spec: MCPToolSpec) -> JSONObject:
+    schema: JSONObject = copy.deepcopy(spec.input_schema) if spec.input_schema else {}
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    schema.setdefault("required", [])
+    return schema
+
+
+class MCPTool(ToolBase):
+    """A tool that an MCP server executes.
+
+    Args:
+        connection: the server connection that runs the calls.
+        spec: the tool as the server listed it.
+        execution_timeout: seconds a call may take; then the request is cancelled and the
+            result is an error.  ``None``: no limit.
+        stream_progress: emit the server's progress notifications as progress chunks.
+        middlewares: this tool's middlewares.
+
+    Raises:
+        ValueError: a non-positive timeout.
+    """
+
+    is_mcp = True
+    is_state_injected = False  # an MCP server never receives the agent state
+    is_concurrency_safe = False
+    is_external_tool = False
+
+    def __init__(
+        self,
+        connection: MCPConnection,
+        spec: MCPToolSpec,
+        *,
+        execution_timeout: float | None = None,
+        stream_progress: bool = False,
+        middlewares: list[ToolMiddlewareBase] | None = None,
+    ) -> None:
+        super().__init__(middlewares)
+        if execution_timeout is not None and not execution_timeout > 0:
+            raise ValueError("execution_timeout must be a positive number of seconds or None")
+        self.connection = connection
+        self.spec = spec
+        self.mcp_name = connection.name
+        self.name = mcp_tool_name(connection.name, spec.name)
+        self.description = spec.description or ""
+        self.input_schema = _input_schema(spec)
+        self.is_read_only = spec.read_only
+        self.execution_timeout = execution_timeout
+        self.stream_progress = stream_progress
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r})"
+
+    async def check_permissions(
+        self, tool_input: JSONObject, context: PermissionContext
+    ) -> PermissionDecision:
+        """Allow a tool the server marks read-only; ask for every other."""
+        if self.is_read_only:
+            return PermissionDecision(
+                behavior=PermissionBehavior.ALLOW,
+                message="This is a read-only MCP tool. Allowing execution.",
+            )
+        return PermissionDecision(
+            behavior=PermissionBehavior.ASK,
+            message="MCP tools must be explicitly allowed by the user.",
+        )
+
+    async def call(self, emit: Emit, /, **kwargs: JSONValue) -> ToolChunk:
+        """Run the call on the server; progress goes to ``emit``, the result is returned."""
+        timeout = math.inf if self.execution_timeout is None else self.execution_timeout
+        with trio.move_on_after(timeout) as scope:
+            try:
+                if self.stream_progress:
+                    result = await self._call_with_progress(dict(kwargs), emit)
+                else:
+                    result = await self.connection.call_tool(self.spec.name, dict(kwargs), None)
+            except MCPCallError as exc:
+                return error_chunk(f"Error occurred when calling MCP tool: {exc}")
+        if scope.cancelled_caught:
+            return error_chunk(
+                f"Error occurred when calling MCP tool: the call to {self.spec.name!r} timed "
+                f"out after {self.execution_timeout:g} s and was cancelled."
+            )
+        state = ToolResultState.ERROR if result.is_error else ToolResultState.RUNNING
+        return ToolChunk(content=list(result.content), state=state)
+
+    async def _call_with_progress(self, arguments: JSONObject, emit: Emit) -> MCPCallResult:
+        """Call in a child task; forward its progress to ``emit`` from this task.
+
+        Progress arrives in the connection's receiving task, which must never wait for the
+        consumer: it lands in a bounded buffer (the oldest dropped when full) that this task
+        drains.
+        """
+        pending: collections.deque[ToolChunk] = collections.deque(maxlen=PROGRESS_BUFFER)
+        wake = trio.Event()
+        outcome: list[MCPCallResult | MCPCallError] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if outcome:
+                return  # the call is over; late progress means nothing now
+            value: JSONObject = {"progress": progress, "total": total, "message": message}
+            pending.append(ToolChunk(content=[], is_last=False, metadata={MCP_PROGRESS_KEY: value}))
+            wake.set()
+
+        async def invoke() -> None:
+            try:
+                outcome.append(
+                    await self.connection.call_tool(self.spec.name, arguments, on_progress)
+                )
+            except MCPCallError as exc:
+                outcome.append(exc)
+            finally:
+                wake.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(invoke)
+                while True:
+                    await wake.wait()
+                    wake = trio.Event()
+                    while pending:
+                        await emit(pending.popleft())
+                    if outcome:
+                        break
+        except BaseExceptionGroup as group:
+            reraise_unwrapped(group)  # a bare Cancelled (or error), as if no task were spawned
+        # An exception other than MCPCallError left the nursery above (as a group) instead.
+        final = outcome[0]
+        if isinstance(final, MCPCallError):
+            raise final
+        return final
+
+
+def list_source_tools(sources: Sequence[MCPToolSource], group: str) -> list[ToolBase]:
+    """The tools of ``sources`` in order; a source that cannot list them is logged and skipped."""
+    tools: list[ToolBase] = []
+    for source in sources:
+        try:
+            tools.extend(source.listed_tools())
+        except Exception as exc:
+            logger.warning(
+                "Skipping MCP server %r in tool group %r: its tools are unavailable (%s: %s)",
+                source.name,
+                group,
+                type(exc).__name__,
+                exc,
+            )
+    return tools
+
+
+def check_sources_connected(sources: Sequence[MCPToolSource]) -> None:
+    """Raise for a stateful source that is not connected.
+
+    Raises:
+        ValueError: names the source.
+    """
+    for source in sources:
+        if not isinstance(source, MCPToolSource):
+            raise TypeError(f"expected an MCP client, got {type(source).__name__}")
+        if source.is_stateful and not source.is_connected:
+            raise ValueError(
+                f"The MCP client {source.name!r} is stateful but not connected: enter "
+                "`async with client:` before building the toolkit."
+            )
