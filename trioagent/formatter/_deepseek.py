@@ -17,20 +17,15 @@ import httpx
 
 from .._core.json_types import JSONObject
 from ..message import DataBlock, HintBlock, Msg, TextBlock
-from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter, text_or_parts
 
 __all__ = ["DeepSeekChatFormatter", "DeepSeekMultiAgentFormatter"]
 
 logger = logging.getLogger("trioagent.formatter")
 
 
-def _content(parts: list[JSONObject], *, empty: str | None = "") -> str | list[JSONObject] | None:
-    """Parts as DeepSeek content: joined text when all parts are text, else the list."""
-    if not parts:
-        return empty
-    if all(p.get("type") == "text" for p in parts):
-        return "\n".join(str(p["text"]) for p in parts)
-    return parts
+#: Parts as DeepSeek content: joined text when all parts are text, else the list.
+_content = text_or_parts
 
 
 class DeepSeekChatFormatter(OpenAIChatFormatter):
