@@ -24,10 +24,6 @@ __all__ = ["DeepSeekChatFormatter", "DeepSeekMultiAgentFormatter"]
 logger = logging.getLogger("trioagent.formatter")
 
 
-#: Parts as DeepSeek content: joined text when all parts are text, else the list.
-_content = text_or_parts
-
-
 class DeepSeekChatFormatter(OpenAIChatFormatter):
     """Formats messages for DeepSeek's Chat Completions (``POST /chat/completions``).
 
@@ -62,7 +58,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
     ) -> JSONObject:
         message: JSONObject = {
             "role": msg.role,
-            "content": _content(content, empty=None if tool_calls else ""),
+            "content": text_or_parts(content, empty=None if tool_calls else ""),
         }
         if msg.role == "assistant":
             message["reasoning_content"] = "\n".join(thinking)
@@ -91,14 +87,14 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
                     "text": f"[{media_type} attached, not supported by this provider]",
                 }
             )
-        return {"role": "user", "content": _content(parts)} if parts else None
+        return {"role": "user", "content": text_or_parts(parts)} if parts else None
 
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
     ) -> JSONObject:
         return {
             "role": "user",
-            "content": _content(await self.content_parts(promoted, http_client)),
+            "content": text_or_parts(await self.content_parts(promoted, http_client)),
         }
 
 
