@@ -29,7 +29,7 @@ import pytest
 import trio
 from provider_kit import Sink, busy, response_texts
 
-from trioagent.agent import Agent
+from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import LocalCredential, OpenAICredential
 from trioagent.event import AgentEvent, TextBlockDeltaEvent
 from trioagent.exception import ModelError, ModelUpstreamError
@@ -328,6 +328,9 @@ async def test_agent_reply_with_a_tool_round(llama: LlamaServer) -> None:
             model,
             toolkit=toolkit,
             middlewares=[ForceToolOnFirstStep("lookup")],
+            # No time hint: the same prompt, so the same answer, on every run (the
+            # interrupt and chat tests keep the hint).
+            injection_config=InjectionConfig(inject_runtime_state=False),
         )
         reply = await agent.reply(UserMsg("user", "What is the weather in Paris?"))
 
