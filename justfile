@@ -13,6 +13,15 @@ check:
 test *ARGS:
     python -m pytest {{ARGS}}
 
+# build the integration tier's llama.cpp server and model into .venv-llama (it compiles:
+# minutes; pip's cache keeps the wheel)
+integration-setup:
+    bash .ci/install-llama-server
+
+# the integration tier: a real model on a local llama.cpp server (after integration-setup)
+integration *ARGS:
+    python -m pytest -m integration -v -s --durations=0 {{ARGS}}
+
 # tests with branch coverage
 cov:
     coverage run -m pytest

@@ -51,6 +51,7 @@ PROVIDER_PREFIXES = {
     "moonshot",
     "ollama",
     "xai",
+    "local",
 }
 KEY_VARS = (
     "OPENAI_API_KEY",

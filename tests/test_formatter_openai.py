@@ -433,3 +433,80 @@ async def test_tool_returned_wav_audio_is_still_presented(cls: type[FormatterBas
     assert {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}} in out[-1][
         "content"
     ]
+
+
+# -- text_as_string: plain-string content for local servers ---------------------------------------
+
+
+def _as_string(message: dict[str, Any]) -> dict[str, Any]:
+    """What ``text_as_string`` makes of a default-formatted message: text-only part lists
+    joined by newlines, ``None`` content as ``""``, everything else unchanged."""
+    content = message.get("content", "absent")
+    if content is None:
+        return {**message, "content": ""}
+    if isinstance(content, list) and all(p["type"] == "text" for p in content):
+        return {**message, "content": "\n".join(p["text"] for p in content)}
+    return message
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_text_as_string_changes_only_text_only_content(case: str) -> None:
+    formatter_cls, build = CASES[case]
+
+    out = await formatter_cls(text_as_string=True).format(build())
+
+    assert out == [_as_string(m) for m in golden_cases()[case]]
+
+
+async def test_text_as_string_sends_every_text_message_as_a_string() -> None:
+    msgs = [
+        SystemMsg("system", "Be brief."),
+        UserMsg("user", [TextBlock(text="first line"), TextBlock(text="second line")]),
+        AssistantMsg(
+            "assistant",
+            [
+                ToolCallBlock(id="c1", name="lookup", input="{}"),
+                ToolResultBlock(id="c1", name="lookup", output=[TextBlock(text="sunny")]),
+                HintBlock(hint="Answer in one word."),
+                HintBlock(hint=[TextBlock(text="Still one word.")]),
+                TextBlock(text="Sunny."),
+            ],
+        ),
+    ]
+
+    out = await OpenAIChatFormatter(text_as_string=True).format(msgs)
+
+    assert [(m["role"], m["content"]) for m in out] == [
+        ("system", "Be brief."),
+        ("user", "first line\nsecond line"),
+        ("assistant", ""),  # next to its tool call: "" rather than null
+        ("tool", "sunny"),
+        ("user", "Answer in one word."),
+        ("user", "Still one word."),
+        ("assistant", "Sunny."),
+    ]
+    assert out[2]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": "{}"}
+
+
+async def test_text_as_string_keeps_parts_when_there_is_media() -> None:
+    msgs = [
+        UserMsg("user", [TextBlock(text="What is this?"), image("b64", "I")]),
+        AssistantMsg("assistant", [HintBlock(hint=[TextBlock(text="Look:"), image("b64", "H")])]),
+    ]
+
+    out = await OpenAIChatFormatter(text_as_string=True).format(msgs)
+
+    assert [[p["type"] for p in m["content"]] for m in out] == [
+        ["text", "image_url"],
+        ["text", "image_url"],
+    ]
+
+
+async def test_text_as_string_multi_agent_history_is_a_string() -> None:
+    formatter = OpenAIMultiAgentFormatter(text_as_string=True)
+
+    out = await formatter.format(two_groups())
+
+    assert all(isinstance(m["content"], str) for m in out if m["role"] != "assistant")
+    assert "text_as_string=True" in repr(OpenAIChatFormatter(text_as_string=True))
+    assert "text_as_string=False" in repr(OpenAIChatFormatter())

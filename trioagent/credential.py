@@ -29,6 +29,7 @@ __all__ = [
     "DashScopeCredential",
     "DeepSeekCredential",
     "GeminiCredential",
+    "LocalCredential",
     "MiniMaxCredential",
     "MoonshotCredential",
     "OllamaCredential",
@@ -216,6 +217,23 @@ class OllamaCredential(CredentialBase):
         if url and "://" not in url:
             url = f"http://{url}"
         return (url or "http://localhost:11434").rstrip("/")
+
+
+@attrs.define(kw_only=True)
+class LocalCredential(CredentialBase):
+    """An OpenAI-compatible server of your own (llama.cpp, Ollama's ``/v1``, vLLM, ...).
+
+    The base URL: the field, else ``TRIOAGENT_LOCAL_BASE_URL``, else llama.cpp's
+    ``http://127.0.0.1:8080/v1``.  The key is optional (``TRIOAGENT_LOCAL_API_KEY``, for a
+    server started with one); the OpenAI key is never read, so it is never sent to a server
+    that is not OpenAI's.
+    """
+
+    type: ClassVar[str] = "local_credential"
+    api_key_env: ClassVar[tuple[str, ...]] = ("TRIOAGENT_LOCAL_API_KEY",)
+    base_url_env: ClassVar[tuple[str, ...]] = ("TRIOAGENT_LOCAL_BASE_URL",)
+    default_base_url: ClassVar[str | None] = "http://127.0.0.1:8080/v1"
+    requires_api_key: ClassVar[bool] = False
 
 
 @attrs.define(kw_only=True)

@@ -17,20 +17,11 @@ import httpx
 
 from .._core.json_types import JSONObject
 from ..message import DataBlock, HintBlock, Msg, TextBlock
-from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from ._openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter, text_or_parts
 
 __all__ = ["DeepSeekChatFormatter", "DeepSeekMultiAgentFormatter"]
 
 logger = logging.getLogger("trioagent.formatter")
-
-
-def _content(parts: list[JSONObject], *, empty: str | None = "") -> str | list[JSONObject] | None:
-    """Parts as DeepSeek content: joined text when all parts are text, else the list."""
-    if not parts:
-        return empty
-    if all(p.get("type") == "text" for p in parts):
-        return "\n".join(str(p["text"]) for p in parts)
-    return parts
 
 
 class DeepSeekChatFormatter(OpenAIChatFormatter):
@@ -67,7 +58,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
     ) -> JSONObject:
         message: JSONObject = {
             "role": msg.role,
-            "content": _content(content, empty=None if tool_calls else ""),
+            "content": text_or_parts(content, empty=None if tool_calls else ""),
         }
         if msg.role == "assistant":
             message["reasoning_content"] = "\n".join(thinking)
@@ -96,14 +87,14 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
                     "text": f"[{media_type} attached, not supported by this provider]",
                 }
             )
-        return {"role": "user", "content": _content(parts)} if parts else None
+        return {"role": "user", "content": text_or_parts(parts)} if parts else None
 
     async def _promoted_message(
         self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
     ) -> JSONObject:
         return {
             "role": "user",
-            "content": _content(await self.content_parts(promoted, http_client)),
+            "content": text_or_parts(await self.content_parts(promoted, http_client)),
         }
 
 

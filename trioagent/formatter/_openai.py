@@ -5,7 +5,9 @@ calls on the assistant message, one ``tool`` message per tool result (media in a
 promoted to a following ``user`` message named ``system-reminder``), hints as separate user
 messages, media of an assistant message (assistant turns take none) as a user message after
 that message's turns; thinking is dropped.  ``name`` is the speaker's name made to fit the
-API's pattern (see :func:`api_name`).  :class:`OpenAIMultiAgentFormatter` collapses runs of
+API's pattern (see :func:`api_name`).  With ``text_as_string=True`` a message of text only
+(a hint too) carries its text as one string, as servers whose chat template concatenates
+``content`` need it.  :class:`OpenAIMultiAgentFormatter` collapses runs of
 plain messages of several speakers into one ``<history>`` user message.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import ClassVar
 
 import httpx
@@ -60,12 +63,32 @@ def api_name(name: str | None) -> str | None:
     return _NAME_BAD_RUN.sub("_", name).strip("_") or None
 
 
+def text_or_parts(
+    parts: list[JSONObject], *, empty: str | None = ""
+) -> str | list[JSONObject] | None:
+    """Content parts as a plain string when every part is text (the texts joined by
+    newlines), else the parts themselves; ``empty`` when there are none."""
+    if not parts:
+        return empty
+    if all(p.get("type") == "text" for p in parts):
+        return "\n".join(str(p["text"]) for p in parts)
+    return parts
+
+
 class OpenAIChatFormatter(PerMessageFormatter):
     """Formats messages for OpenAI Chat Completions (``POST /chat/completions``).
 
     Media: images as ``image_url`` (remote URLs passed through, base64 and ``file://`` as a
     data URI), audio as ``input_audio`` (wav/mp3; remote audio downloaded), PDF as an inline
     ``file`` part; other media is skipped with a warning.
+
+    Args:
+        input_types: the accepted media types (default: text, images, audio and PDF).
+        text_as_string: send the ``content`` of a message that holds only text (and of a
+            text hint) as one string, its texts joined by newlines, and an empty ``content``
+            as ``""``, instead of a list of parts.  OpenAI takes both; local servers whose
+            chat template concatenates ``content`` as a string (llama.cpp with many GGUF
+            templates) fail on a list.  Messages with media keep their list of parts.
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = (
@@ -76,6 +99,33 @@ class OpenAIChatFormatter(PerMessageFormatter):
     )
     #: ``name`` of the user message that carries media promoted from tool results.
     promoted_media_name: ClassVar[str | None] = "system-reminder"
+
+    def __init__(
+        self, input_types: Sequence[str] | None = None, *, text_as_string: bool = False
+    ) -> None:
+        super().__init__(input_types)
+        self.text_as_string = text_as_string
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(input_types={self.input_types!r}, "
+            f"text_as_string={self.text_as_string!r})"
+        )
+
+    def _content(self, parts: list[JSONObject]) -> str | list[JSONObject] | None:
+        """A message's ``content``: the parts (``None`` when empty), or with
+        ``text_as_string`` the joined text when every part is text (``""`` when empty)."""
+        if self.text_as_string:
+            return text_or_parts(parts)
+        return parts or None
+
+    async def hint_message(
+        self, block: HintBlock, http_client: httpx.AsyncClient | None
+    ) -> JSONObject | None:
+        message = await super().hint_message(block, http_client)
+        if message is not None and self.text_as_string:
+            message["content"] = text_or_parts(message["content"])
+        return message
 
     async def _format_msg(
         self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
@@ -159,7 +209,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         message: JSONObject = {"role": msg.role}
         if (name := api_name(msg.name)) is not None:
             message["name"] = name
-        message["content"] = content or None
+        message["content"] = self._content(content)
         if tool_calls:
             message["tool_calls"] = tool_calls
         return message
@@ -170,7 +220,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         message: JSONObject = {"role": "user"}
         if self.promoted_media_name is not None:
             message["name"] = self.promoted_media_name
-        message["content"] = await self.content_parts(promoted, http_client)
+        message["content"] = self._content(await self.content_parts(promoted, http_client))
         return message
 
     def can_promote(self, media_type: str) -> bool:
@@ -238,9 +288,33 @@ class OpenAIMultiAgentFormatter(MultiAgentFormatterBase[OpenAIChatFormatter]):
     Args:
         input_types: accepted media types (as :class:`OpenAIChatFormatter`).
         conversation_history_prompt: text put before the first ``<history>`` block.
+        text_as_string: as :class:`OpenAIChatFormatter`'s, for the tool messages and the
+            ``<history>`` messages alike.
     """
 
     default_input_types: ClassVar[tuple[str, ...]] = OpenAIChatFormatter.default_input_types
 
+    def __init__(
+        self,
+        input_types: Sequence[str] | None = None,
+        conversation_history_prompt: str = DEFAULT_CONVERSATION_HISTORY_PROMPT,
+        *,
+        text_as_string: bool = False,
+    ) -> None:
+        super().__init__(input_types, conversation_history_prompt)
+        self.text_as_string = text_as_string
+
     def _chat_formatter(self) -> OpenAIChatFormatter:
-        return OpenAIChatFormatter(input_types=self.input_types)
+        return OpenAIChatFormatter(input_types=self.input_types, text_as_string=self.text_as_string)
+
+    async def _history_message(
+        self,
+        chat: OpenAIChatFormatter,
+        group: list[Msg],
+        is_first: bool,
+        http_client: httpx.AsyncClient | None,
+    ) -> JSONObject | None:
+        message = await super()._history_message(chat, group, is_first, http_client)
+        if message is not None and self.text_as_string:
+            message["content"] = text_or_parts(message["content"])
+        return message

@@ -24,6 +24,10 @@ from ._gemini import (
     GeminiChatModel as GeminiChatModel,
     GeminiChatParameters as GeminiChatParameters,
 )
+from ._local import (
+    LocalChatModel as LocalChatModel,
+    LocalChatParameters as LocalChatParameters,
+)
 from ._moonshot import (
     MoonshotChatModel as MoonshotChatModel,
     MoonshotChatParameters as MoonshotChatParameters,
@@ -67,6 +71,8 @@ __all__ = [
     "DeepSeekChatParameters",
     "GeminiChatModel",
     "GeminiChatParameters",
+    "LocalChatModel",
+    "LocalChatParameters",
     "MiniMaxChatModel",
     "MiniMaxChatParameters",
     "MoonshotChatModel",

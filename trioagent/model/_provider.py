@@ -96,7 +96,7 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
             model,
             credential=credential if credential is not None else self.default_credential(),
             context_size=self.default_context_size if context_size is None else context_size,
-            formatter=formatter if formatter is not None else self.default_formatter(),
+            formatter=formatter if formatter is not None else self._new_formatter(),
             **options,
         )
         self.parameters = parameters if parameters is not None else self.Parameters()
@@ -118,8 +118,13 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
     async def _format(self, messages: list[Msg]) -> list[JSONObject]:
         """``messages`` in the provider's format (remote data fetched with the model's client;
         the default formatter when :attr:`formatter` was set to ``None``)."""
-        formatter = self.formatter or self.default_formatter()
+        formatter = self.formatter or self._new_formatter()
         return await formatter.format(messages, http_client=self.http_client)
+
+    @classmethod
+    def _new_formatter(cls) -> FormatterBase:
+        """The formatter used when none is given (default: ``default_formatter()``)."""
+        return cls.default_formatter()
 
     def _body_overrides(self) -> tuple[JSONObject, JSONObject]:
         """(extra body, other per-call keys) for the current call.

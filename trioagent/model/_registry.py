@@ -10,6 +10,7 @@ from ..credential import (
     DashScopeCredential,
     DeepSeekCredential,
     GeminiCredential,
+    LocalCredential,
     MiniMaxCredential,
     MoonshotCredential,
     OllamaCredential,
@@ -21,6 +22,7 @@ from ._base import ChatModelBase
 from ._dashscope import DashScopeChatModel
 from ._deepseek import DeepSeekChatModel
 from ._gemini import GeminiChatModel
+from ._local import LocalChatModel
 from ._moonshot import MoonshotChatModel
 from ._ollama import OllamaChatModel
 from ._openai import OpenAIChatModel
@@ -41,6 +43,8 @@ PROVIDERS: dict[str, tuple[type[ChatModelBase], type[CredentialBase]]] = {
     "moonshot": (MoonshotChatModel, MoonshotCredential),
     "ollama": (OllamaChatModel, OllamaCredential),
     "xai": (XAIChatModel, XAICredential),
+    # Any OpenAI-compatible server you run (llama.cpp, Ollama's /v1, vLLM): no key needed.
+    "local": (LocalChatModel, LocalCredential),
 }
 
 
