@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +61,35 @@ def toolkit(log: list[str]) -> Toolkit:
 
 
 def session_agent(
-    steps: list[Any], store: SessionStore, session: str, log: list[str] | None = None, **kw: Any
+    steps: list[Any],
+    store: SessionStore,
+    session: str,
+    log: list[str] | None = None,
+    *,
+    inner: Sequence[MiddlewareBase] = (),
+    **kw: Any,
 ) -> Agent:
     return make_agent(
         steps,
         toolkit(log if log is not None else []),
-        middlewares=[SessionMiddleware(store, session, **kw)],
+        middlewares=[SessionMiddleware(store, session, **kw), *inner],
     )
+
+
+class Rendezvous(MiddlewareBase):
+    """Holds each reply, after the session layer restored it, until ``parties`` replies have
+    been restored: both replies start from the same stored version, whatever the threads do."""
+
+    def __init__(self, parties: int) -> None:
+        self.waiting = parties
+        self.all_here = trio.Event()
+
+    async def on_reply(self, agent: Any, input_kwargs: Any, next_handler: Any, emit: Any) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.all_here.set()
+        await self.all_here.wait()
+        await next_handler()
 
 
 def results_by_call(state: AgentState) -> dict[str, int]:
@@ -154,8 +176,17 @@ async def test_two_agents_on_one_session_one_save_wins_nothing_lost(
     async def both(store: SessionStore) -> None:
         gate = trio.Event()
         log: list[str] = []
-        a = session_agent([calls(call("l1", "look", x="a")), text("a done")], store, "c", log)
-        b = session_agent([calls(call("l2", "look", x="b")), text("b done")], store, "c", log)
+        both_restored = Rendezvous(2)
+        a, b = (
+            session_agent(
+                [calls(call(f"l{n}", "look", x=name)), text(f"{name} done")],
+                store,
+                "c",
+                log,
+                inner=[both_restored],
+            )
+            for n, name in ((1, "a"), (2, "b"))
+        )
         outcome: dict[str, object] = {}
         ends: dict[str, list[ReplyEndEvent]] = {"a": [], "b": []}
 
