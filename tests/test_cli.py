@@ -626,7 +626,88 @@ def test_examples_in_a_directory_without_examples_is_a_one_line_error(tmp_path: 
     line = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path)))
     assert "no numbered example scripts" in line
     missing = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path / "nope")))
-    assert "no examples/ directory" in missing
+    assert "is not a directory" in missing
+
+
+def test_examples_never_run_scripts_from_the_current_directory(tmp_path: Path) -> None:
+    # An unrelated project's examples/ in the working directory: the bundled suite runs instead.
+    (tmp_path / "examples").mkdir()
+    marker = tmp_path / "ran"
+    (tmp_path / "examples" / "01_other.py").write_text(
+        f"open({str(marker)!r}, 'w').write('x')\nprint('ok: other')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "trioagent", "examples", "--list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "01_other" not in done.stdout.split()
+    assert "01_interrupt_streaming" in done.stdout.split()
+    done = subprocess.run(
+        [sys.executable, "-m", "trioagent", "examples", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/1] ok   01_interrupt_streaming" in done.stdout
+    assert not marker.exists()
+
+
+def test_examples_a_number_selects_exactly_that_example(tmp_path: Path) -> None:
+    for name in ("01_one", "10_ten", "11_eleven", "12_twelve"):
+        (tmp_path / f"{name}.py").write_text("print('ok: fine')\n")
+    env = {"TRIOAGENT_EXAMPLES": str(tmp_path)}
+    one, zero_one, ten = (
+        Call("examples", "1", **env),
+        Call("examples", "01", **env),
+        Call("examples", "10", **env),
+    )
+    for call in (one, zero_one):
+        done = call.done()
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "[1/1] ok   01_one" in done.stdout
+        assert "10_ten" not in done.stdout
+    done = ten.done()
+    assert "[1/1] ok   10_ten" in done.stdout
+
+
+def test_examples_that_run_no_check_fail_and_a_failure_shows_its_exception(tmp_path: Path) -> None:
+    (tmp_path / "01_silent.py").write_text("print('hello')\n")
+    (tmp_path / "02_group.py").write_text(
+        "import trio\n"
+        "async def boom():\n"
+        "    raise KeyError('the real cause')\n"
+        "async def main():\n"
+        "    async with trio.open_nursery() as n:\n"
+        "        n.start_soon(boom)\n"
+        "print('ok: started')\n"
+        "trio.run(main)\n"
+    )
+    (tmp_path / "03_chatty.py").write_text("print('ok: one')\nprint('its own output')\n")
+    env = {"TRIOAGENT_EXAMPLES": str(tmp_path)}
+    everything, verbose = Call("examples", **env), Call("examples", "-v", "03", **env)
+    done = everything.done()
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert "[1/3] FAIL 01_silent" in done.stdout
+    assert lines[lines.index(next(x for x in lines if "FAIL 01_silent" in x)) + 1].strip() == (
+        "ran no checks (no 'ok:' line)"
+    )
+    failing = next(x for x in lines if "FAIL 02_group" in x)
+    assert lines[lines.index(failing) + 1].strip() == "KeyError: 'the real cause'"
+    assert "its own output" not in done.stdout  # quiet without -v
+    done = verbose.done()
+    assert done.returncode == 0, done.stdout
+    assert "      | its own output" in done.stdout
 
 
 def test_chat_with_an_invalid_base_url_port_is_a_one_line_error() -> None:

@@ -2,7 +2,8 @@
 
     trioagent examples            run every example, one progress line each, then a table
     trioagent examples --list     list the examples
-    trioagent examples NAME       run one (a number like ``01`` or part of its name)
+    trioagent examples NAME       run one (a number like ``1`` or ``01``, or part of its name)
+    trioagent examples -v         ... streaming each example's own output
     trioagent chat                chat with the embedded demo model (offline)
     trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
     trioagent chat --session NAME  keep the conversation NAME across runs
@@ -58,7 +59,7 @@ def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    return run_examples(args.name, args.list)
+    return run_examples(args.name, args.list, verbose=args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,11 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     examples = commands.add_parser(
         "examples",
         help="run the cancellation-focused example suite",
-        description="Run the example suite: each example is a script in examples/ that checks "
-        "its own outcome (exit code 0 = the promise held).",
+        description="Run the example suite that ships with trioagent: each example is a script "
+        "that checks its own outcome (exit code 0 = the promise held).  A number selects that "
+        "example (1 or 01 is 01_...), other text a part of the name.",
     )
-    examples.add_argument("name", nargs="?", help="run only the example matching NAME (e.g. 03)")
+    examples.add_argument("name", nargs="?", help="run only the example NAME (e.g. 03 or deadline)")
     examples.add_argument("--list", action="store_true", help="list the examples and exit")
+    examples.add_argument(
+        "-v", "--verbose", action="store_true", help="stream each example's own output"
+    )
     examples.set_defaults(func=cmd_examples)
     chat = commands.add_parser(
         "chat",
