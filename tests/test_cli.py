@@ -204,10 +204,72 @@ def test_chat_with_unreachable_server_is_a_one_line_error() -> None:
     assert line.startswith(f"error: cannot reach the model server at {url}")
 
 
-def test_chat_with_a_bad_model_spec_is_an_error() -> None:
-    done = trioagent("chat", "--model", "anthropic")
-    assert done.returncode == 2
-    assert done.stderr.startswith("error: --model must be")
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("anthropic", "names a provider but no model: give 'anthropic:<model>'"),
+        ("gpt-4o", "has no provider: give '<provider>:<model>'"),
+        ("openai:", "names no model: give 'openai:<model>'"),
+        ("OpenAI:gpt-4o", "provider names are lower case, use 'openai:gpt-4o'"),
+        ("nosuch:x", "unknown provider 'nosuch' (one of anthropic,"),
+    ],
+)
+def test_chat_with_a_bad_model_spec_says_what_is_wrong(spec: str, said: str) -> None:
+    line = one_line_error(trioagent("chat", "--model", spec))
+    assert line.startswith(f"error: --model {spec!r}")
+    assert said in line
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "ftp://example.com/v1", "http:///v1"])
+def test_chat_with_a_base_url_that_is_no_url_is_an_invalid_url_error(url: str) -> None:
+    line = one_line_error(
+        trioagent("chat", "--model", "openai:m", "--base-url", url, OPENAI_API_KEY="sk-x")
+    )
+    assert line.startswith(f"error: invalid base URL {url!r}: give an http:// or https:// URL")
+    assert "cannot reach" not in line
+
+
+def test_chat_with_the_embedded_model_warns_that_base_url_is_not_used() -> None:
+    done = trioagent("chat", "--base-url", "http://127.0.0.1:1/v1", stdin="hi\n")
+    assert done.returncode == 0, done.stderr
+    (warning,) = done.stderr.splitlines()
+    assert warning.startswith("warning: --base-url http://127.0.0.1:1/v1 is not used")
+    assert "agent> Echo: hi" in done.stdout
+
+
+def test_version() -> None:
+    import trioagent as package
+
+    done = trioagent("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"trioagent {package.__version__}"
+
+
+def test_chat_shows_an_html_error_page_as_one_summary_line() -> None:
+    # http.server's own handler answers a POST with its HTML "501 Unsupported method" page.
+    from http.server import SimpleHTTPRequestHandler
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        done = trioagent(
+            "chat", "--model", "openai:m", "--base-url", url, stdin="hi\n", OPENAI_API_KEY="sk-x"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    shown = done.stdout + done.stderr
+    assert "<!DOCTYPE" not in shown
+    assert "<html" not in shown.lower()
+    (line,) = [x for x in shown.splitlines() if "501" in x]
+    assert "(HTML page) Error response: Error code: 501" in line
+    assert "Unsupported method ('POST')" in line
 
 
 def test_chat_reads_piped_input() -> None:
@@ -255,6 +317,22 @@ class Terminal:
 
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
+
+    def paste(self, text: str) -> None:
+        """Write ``text`` as a terminal paste does: all at once, as fast as the child reads
+        it (what it echoes is collected meanwhile, so neither side blocks)."""
+        data = text.encode()
+        deadline = time.monotonic() + 60
+        while data:
+            readable, writable, _ = select.select([self.fd], [self.fd], [], 1.0)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the paste did not go through; output:\n{self.text}")
+            if readable:
+                chunk = os.read(self.fd, 65536)
+                self.seen += chunk
+                self._pending += chunk
+            if writable:
+                data = data[os.write(self.fd, data[:1024]) :]
 
     def expect(self, text: str, timeout: float = STEP) -> str:
         """Wait until ``text`` is printed; returns the output up to and including it."""
@@ -363,6 +441,45 @@ def test_chat_ctrl_c_at_the_prompt(chat: Terminal) -> None:
     chat.type("\x03")  # twice in a row: quit
     assert chat.wait() == 130
     assert "Traceback" not in chat.text
+
+
+def test_chat_edits_the_line_recalls_history_and_takes_a_long_paste_whole(chat: Terminal) -> None:
+    chat.expect("you> ")
+    chat.type("helo")
+    chat.type("\x1b[D")  # Left: the cursor goes back over the "o"...
+    chat.type("l\r")  # ...and "l" is inserted before it
+    chat.expect("agent> Echo: hello\r\n")
+    chat.expect("you> ")
+    chat.type("\x1b[A")  # Up: the previous line comes back
+    chat.type("!\r")
+    chat.expect("agent> Echo: hello!\r\n")
+    chat.expect("you> ")
+    # A paste longer than the terminal's 4095-character line buffer arrives whole.
+    pasted = "start-" + "x" * 9994 + "-end!"
+    assert len(pasted) == 10_005
+    chat.paste(pasted + "\r")
+    chat.expect("agent> Echo: (10005 characters) start-", timeout=60)
+    chat.expect("x-end!\r\n")
+    chat.expect("you> ")
+    chat.type("\x04")
+    assert chat.wait() == 0
+    assert "^[[" not in chat.text
+    assert "Traceback" not in chat.text
+
+
+def test_chat_restores_the_terminal_when_it_quits_on_ctrl_c(chat: Terminal) -> None:
+    before = termios.tcgetattr(chat.fd)
+    chat.expect("you> ")
+    chat.type("half a line")
+    chat.expect("half a line")  # read by readline (a Ctrl-C flushes unread input)
+    chat.type("\x03")
+    chat.expect("(Ctrl-C again or Ctrl-D to quit)\r\nyou> half a line")
+    chat.type("\x03")
+    assert chat.wait() == 130
+    after = termios.tcgetattr(chat.fd)
+    assert after[3] & termios.ECHO  # echo and whole lines again
+    assert after[3] & termios.ICANON
+    assert after[3] == before[3]
 
 
 # -- more command-line edge cases ----------------------------------------------------------------

@@ -4,6 +4,7 @@
     trioagent examples --list     list the examples
     trioagent examples NAME       run one (a number like ``1`` or ``01``, or part of its name)
     trioagent examples -v         ... streaming each example's own output
+    trioagent --version           the installed version
     trioagent chat                chat with the embedded demo model (offline)
     trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
     trioagent chat --session NAME  keep the conversation NAME across runs
@@ -21,6 +22,7 @@ import sys
 
 import trio
 
+from .._version import __version__
 from ._chat import ChatOptions, ChatSetupError, run_chat
 from ._examples import run_examples
 
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="trioagent: a Trio-native agent core whose cancelled replies always end "
         "cleanly.",
     )
+    parser.add_argument("--version", action="version", version=f"trioagent {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     examples = commands.add_parser(
         "examples",
@@ -92,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--model",
         default=os.environ.get("TRIOAGENT_MODEL") or "embedded",
-        help="'embedded' (default; or $TRIOAGENT_MODEL) or 'openai:<model>' (key from "
-        "OPENAI_API_KEY)",
+        help="'embedded' (default; or $TRIOAGENT_MODEL) or '<provider>:<model>', e.g. "
+        "'openai:gpt-4o-mini' (key from OPENAI_API_KEY)",
     )
     chat.add_argument(
         "--base-url",
