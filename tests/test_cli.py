@@ -81,10 +81,11 @@ def _env(**extra: str) -> dict[str, str]:
 class Call:
     """One ``python -m trioagent`` run, started at once; :meth:`done` waits for it."""
 
-    def __init__(self, *args: str, stdin: str = "", **env: str) -> None:
+    def __init__(self, *args: str, stdin: str = "", cwd: Path | None = None, **env: str) -> None:
         self.stdin = stdin
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trioagent", *args],
+            cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -102,8 +103,10 @@ class Call:
         return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
 
 
-def trioagent(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    return Call(*args, stdin=stdin, **env).done()
+def trioagent(
+    *args: str, stdin: str = "", cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return Call(*args, stdin=stdin, cwd=cwd, **env).done()
 
 
 def _closed_port() -> int:
@@ -510,8 +513,7 @@ def test_chat_with_a_bad_spec_is_one_line() -> None:
     calls = [Call("chat", "--model", spec) for spec in specs]
     for spec, call in zip(specs, calls, strict=True):
         line = one_line_error(call.done())
-        assert line.startswith("error: --model must be 'embedded' or")
-        assert repr(spec) in line
+        assert line.startswith(f"error: --model {spec!r}")
 
 
 def test_chat_names_the_missing_key() -> None:
@@ -753,27 +755,11 @@ def test_examples_never_run_scripts_from_the_current_directory(tmp_path: Path) -
     (tmp_path / "examples" / "01_other.py").write_text(
         f"open({str(marker)!r}, 'w').write('x')\nprint('ok: other')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "trioagent", "examples", "--list"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-        check=False,
-    )
+    done = trioagent("examples", "--list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "01_other" not in done.stdout.split()
     assert "01_interrupt_streaming" in done.stdout.split()
-    done = subprocess.run(
-        [sys.executable, "-m", "trioagent", "examples", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(),
-        check=False,
-    )
+    done = trioagent("examples", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[1/1] ok   01_interrupt_streaming" in done.stdout
     assert not marker.exists()

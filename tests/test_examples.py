@@ -126,35 +126,23 @@ def test_the_installed_wheel_runs_its_own_suite_from_any_directory(
     work.mkdir()
     env = {**_env(), "PYTHONPATH": str(site)}
     env.pop("TRIOAGENT_EXAMPLES", None)
-    listed = subprocess.run(
-        [sys.executable, "-m", "trioagent", "examples", "--list"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+
+    def python(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+
+    listed = python("-m", "trioagent", "examples", "--list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == [p.stem for p in EXAMPLES]
-    done = subprocess.run(
-        [sys.executable, "-m", "trioagent", "examples", "2"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    done = python("-m", "trioagent", "examples", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\[1/1\] ok   02_deadline", done.stdout), done.stdout
-    where = subprocess.run(
-        [sys.executable, "-c", "import trioagent; print(trioagent.__file__)"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=True,
-    )
-    assert where.stdout.startswith(str(site))
+    where = python("-c", "import trioagent; print(trioagent.__file__)")
+    assert where.stdout.startswith(str(site)), where.stdout + where.stderr
