@@ -580,6 +580,17 @@ async def test_a_stream_used_outside_its_async_with_is_a_clear_error():
     assert not agent.is_replying
 
 
+async def test_a_streams_result_is_its_final_msg_and_an_error_before_the_end():
+    agent, _ = make_agent([text_chunks("all ", "done")])
+    async with agent.stream(user()) as reply:
+        with pytest.raises(RuntimeError, match="has not produced its final Msg yet"):
+            _ = reply.result
+        async for _event in reply:
+            pass
+    assert reply.result is reply.msg
+    assert reply.result.get_text_content() == "all done"
+
+
 async def test_model_error_propagates_from_stream_after_the_error_end():
     agent, _ = make_agent([RuntimeError("bad model")])
     events = []

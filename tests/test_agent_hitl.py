@@ -2145,3 +2145,58 @@ async def test_a_state_saved_while_a_tool_runs_restores_to_a_valid_request(
     await openai_valid(edge_model_of(fresh).requests[-1].messages)
     [result] = [r for r in results(fresh) if r.id == "r1"]
     assert result.state == "interrupted"
+
+
+async def _sunny(city: str) -> str:
+    """The weather of a city."""
+    return f"Sunny in {city}"
+
+
+async def test_a_reply_parked_by_a_default_function_tool_logs_a_warning_saying_how_to_allow_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolkit = Toolkit()
+    toolkit.register_function(_sunny)
+    agent = make_agent([calls(call("w1", "_sunny", city="Paris")), text("ok")], toolkit)
+    with caplog.at_level("WARNING", logger="trioagent.agent"):
+        msg, events = await run(agent, user())
+    assert msg.finished_reason is None
+    assert ends(events) == []
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, caplog.records
+    said = warnings[0].getMessage()
+    assert warnings[0].name == "trioagent.agent"
+    assert "parked" in said
+    assert "_sunny (asking for the user's confirmation)" in said
+    assert "permission=PermissionDecision('allow', ...)" in said
+    assert "Toolkit(default_permission=...)" in said
+    assert "UserConfirmResultEvent" in said
+    assert "UserInterruptEvent" in said
+
+
+async def test_a_new_message_to_a_parked_agent_says_the_reply_is_parked_and_how_to_go_on() -> None:
+    toolkit = Toolkit()
+    toolkit.register_function(_sunny)
+    agent = make_agent([calls(call("w1", "_sunny", city="Paris")), text("ok")], toolkit)
+    await run(agent, user())
+    with pytest.raises(ValueError, match="previous one is parked") as caught:
+        await agent.reply(user("again"))
+    said = str(caught.value)
+    assert "_sunny (asking for the user's confirmation)" in said
+    assert "agent.reply(UserConfirmResultEvent" in said
+    assert "agent.reply(UserInterruptEvent())" in said
+    # Aborting as the error says works.
+    msg, _ = await run(agent, UserInterruptEvent())
+    assert msg.finished_reason == "interrupted"
+
+
+async def test_an_external_call_parks_with_its_own_advice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = make_agent([calls(call("e1", "ext", x="1")), text("ok")], hitl_toolkit([]))
+    with caplog.at_level("WARNING", logger="trioagent.agent"):
+        await run(agent, user())
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "ext (executed externally, awaiting its result)" in said
+    assert "ExternalExecutionResultEvent" in said
+    assert "default_permission" not in said

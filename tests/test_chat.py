@@ -111,7 +111,7 @@ def test_printer_ends_a_completed_answer_with_a_newline() -> None:
 
 def test_credential_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(ChatSetupError, match="--model must be"):
+    with pytest.raises(ChatSetupError, match="names a provider but no model"):
         resolve_credential(ChatOptions(model="openai"))
     with pytest.raises(ChatSetupError, match="no API key for openai:m: set OPENAI_API_KEY"):
         resolve_credential(ChatOptions(model="openai:m"))
@@ -122,8 +122,16 @@ def test_credential_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ChatSetupError, match="set ANTHROPIC_API_KEY"):
         resolve_credential(ChatOptions(model="anthropic:claude-x"))
-    with pytest.raises(ChatSetupError, match="--model must be 'embedded' or a model must be"):
+    with pytest.raises(ChatSetupError, match="unknown provider 'nosuch'"):
         resolve_credential(ChatOptions(model="nosuch:model"))
+    with pytest.raises(ChatSetupError, match="invalid base URL 'h:1'"):
+        resolve_credential(ChatOptions(model="openai:m", base_url="h:1"))
+
+
+def test_the_demo_echoes_a_long_message_by_its_length_and_ends() -> None:
+    said = "a" * 300 + "THE END"
+    reply = demo_reply(request(user(said)))
+    assert reply.text == f"Echo: (307 characters) {'a' * 40} ... {said[-40:]}"
 
 
 async def test_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> None:

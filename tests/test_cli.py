@@ -82,10 +82,11 @@ def _env(**extra: str) -> dict[str, str]:
 class Call:
     """One ``python -m trioagent`` run, started at once; :meth:`done` waits for it."""
 
-    def __init__(self, *args: str, stdin: str = "", **env: str) -> None:
+    def __init__(self, *args: str, stdin: str = "", cwd: Path | None = None, **env: str) -> None:
         self.stdin = stdin
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trioagent", *args],
+            cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -103,8 +104,10 @@ class Call:
         return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
 
 
-def trioagent(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    return Call(*args, stdin=stdin, **env).done()
+def trioagent(
+    *args: str, stdin: str = "", cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return Call(*args, stdin=stdin, cwd=cwd, **env).done()
 
 
 def _closed_port() -> int:
@@ -205,10 +208,72 @@ def test_chat_with_unreachable_server_is_a_one_line_error() -> None:
     assert line.startswith(f"error: cannot reach the model server at {url}")
 
 
-def test_chat_with_a_bad_model_spec_is_an_error() -> None:
-    done = trioagent("chat", "--model", "anthropic")
-    assert done.returncode == 2
-    assert done.stderr.startswith("error: --model must be")
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("anthropic", "names a provider but no model: give 'anthropic:<model>'"),
+        ("gpt-4o", "has no provider: give '<provider>:<model>'"),
+        ("openai:", "names no model: give 'openai:<model>'"),
+        ("OpenAI:gpt-4o", "provider names are lower case, use 'openai:gpt-4o'"),
+        ("nosuch:x", "unknown provider 'nosuch' (one of anthropic,"),
+    ],
+)
+def test_chat_with_a_bad_model_spec_says_what_is_wrong(spec: str, said: str) -> None:
+    line = one_line_error(trioagent("chat", "--model", spec))
+    assert line.startswith(f"error: --model {spec!r}")
+    assert said in line
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "ftp://example.com/v1", "http:///v1"])
+def test_chat_with_a_base_url_that_is_no_url_is_an_invalid_url_error(url: str) -> None:
+    line = one_line_error(
+        trioagent("chat", "--model", "openai:m", "--base-url", url, OPENAI_API_KEY="sk-x")
+    )
+    assert line.startswith(f"error: invalid base URL {url!r}: give an http:// or https:// URL")
+    assert "cannot reach" not in line
+
+
+def test_chat_with_the_embedded_model_warns_that_base_url_is_not_used() -> None:
+    done = trioagent("chat", "--base-url", "http://127.0.0.1:1/v1", stdin="hi\n")
+    assert done.returncode == 0, done.stderr
+    (warning,) = done.stderr.splitlines()
+    assert warning.startswith("warning: --base-url http://127.0.0.1:1/v1 is not used")
+    assert "agent> Echo: hi" in done.stdout
+
+
+def test_version() -> None:
+    import trioagent as package
+
+    done = trioagent("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"trioagent {package.__version__}"
+
+
+def test_chat_shows_an_html_error_page_as_one_summary_line() -> None:
+    # http.server's own handler answers a POST with its HTML "501 Unsupported method" page.
+    from http.server import SimpleHTTPRequestHandler
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        done = trioagent(
+            "chat", "--model", "openai:m", "--base-url", url, stdin="hi\n", OPENAI_API_KEY="sk-x"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    shown = done.stdout + done.stderr
+    assert "<!DOCTYPE" not in shown
+    assert "<html" not in shown.lower()
+    (line,) = [x for x in shown.splitlines() if "501" in x]
+    assert "(HTML page) Error response: Error code: 501" in line
+    assert "Unsupported method ('POST')" in line
 
 
 def test_chat_reads_piped_input() -> None:
@@ -256,6 +321,22 @@ class Terminal:
 
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
+
+    def paste(self, text: str) -> None:
+        """Write ``text`` as a terminal paste does: all at once, as fast as the child reads
+        it (what it echoes is collected meanwhile, so neither side blocks)."""
+        data = text.encode()
+        deadline = time.monotonic() + 60
+        while data:
+            readable, writable, _ = select.select([self.fd], [self.fd], [], 1.0)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the paste did not go through; output:\n{self.text}")
+            if readable:
+                chunk = os.read(self.fd, 65536)
+                self.seen += chunk
+                self._pending += chunk
+            if writable:
+                data = data[os.write(self.fd, data[:1024]) :]
 
     def expect(self, text: str, timeout: float = STEP) -> str:
         """Wait until ``text`` is printed; returns the output up to and including it."""
@@ -366,6 +447,45 @@ def test_chat_ctrl_c_at_the_prompt(chat: Terminal) -> None:
     assert "Traceback" not in chat.text
 
 
+def test_chat_edits_the_line_recalls_history_and_takes_a_long_paste_whole(chat: Terminal) -> None:
+    chat.expect("you> ")
+    chat.type("helo")
+    chat.type("\x1b[D")  # Left: the cursor goes back over the "o"...
+    chat.type("l\r")  # ...and "l" is inserted before it
+    chat.expect("agent> Echo: hello\r\n")
+    chat.expect("you> ")
+    chat.type("\x1b[A")  # Up: the previous line comes back
+    chat.type("!\r")
+    chat.expect("agent> Echo: hello!\r\n")
+    chat.expect("you> ")
+    # A paste longer than the terminal's 4095-character line buffer arrives whole.
+    pasted = "start-" + "x" * 9994 + "-end!"
+    assert len(pasted) == 10_005
+    chat.paste(pasted + "\r")
+    chat.expect("agent> Echo: (10005 characters) start-", timeout=60)
+    chat.expect("x-end!\r\n")
+    chat.expect("you> ")
+    chat.type("\x04")
+    assert chat.wait() == 0
+    assert "^[[" not in chat.text
+    assert "Traceback" not in chat.text
+
+
+def test_chat_restores_the_terminal_when_it_quits_on_ctrl_c(chat: Terminal) -> None:
+    before = termios.tcgetattr(chat.fd)
+    chat.expect("you> ")
+    chat.type("half a line")
+    chat.expect("half a line")  # read by readline (a Ctrl-C flushes unread input)
+    chat.type("\x03")
+    chat.expect("(Ctrl-C again or Ctrl-D to quit)\r\nyou> half a line")
+    chat.type("\x03")
+    assert chat.wait() == 130
+    after = termios.tcgetattr(chat.fd)
+    assert after[3] & termios.ECHO  # echo and whole lines again
+    assert after[3] & termios.ICANON
+    assert after[3] == before[3]
+
+
 # -- more command-line edge cases ----------------------------------------------------------------
 
 
@@ -394,8 +514,7 @@ def test_chat_with_a_bad_spec_is_one_line() -> None:
     calls = [Call("chat", "--model", spec) for spec in specs]
     for spec, call in zip(specs, calls, strict=True):
         line = one_line_error(call.done())
-        assert line.startswith("error: --model must be 'embedded' or")
-        assert repr(spec) in line
+        assert line.startswith(f"error: --model {spec!r}")
 
 
 def test_chat_names_the_missing_key() -> None:
@@ -627,7 +746,72 @@ def test_examples_in_a_directory_without_examples_is_a_one_line_error(tmp_path: 
     line = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path)))
     assert "no numbered example scripts" in line
     missing = one_line_error(trioagent("examples", TRIOAGENT_EXAMPLES=str(tmp_path / "nope")))
-    assert "no examples/ directory" in missing
+    assert "is not a directory" in missing
+
+
+def test_examples_never_run_scripts_from_the_current_directory(tmp_path: Path) -> None:
+    # An unrelated project's examples/ in the working directory: the bundled suite runs instead.
+    (tmp_path / "examples").mkdir()
+    marker = tmp_path / "ran"
+    (tmp_path / "examples" / "01_other.py").write_text(
+        f"open({str(marker)!r}, 'w').write('x')\nprint('ok: other')\n"
+    )
+    done = trioagent("examples", "--list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "01_other" not in done.stdout.split()
+    assert "01_interrupt_streaming" in done.stdout.split()
+    done = trioagent("examples", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[1/1] ok   01_interrupt_streaming" in done.stdout
+    assert not marker.exists()
+
+
+def test_examples_a_number_selects_exactly_that_example(tmp_path: Path) -> None:
+    for name in ("01_one", "10_ten", "11_eleven", "12_twelve"):
+        (tmp_path / f"{name}.py").write_text("print('ok: fine')\n")
+    env = {"TRIOAGENT_EXAMPLES": str(tmp_path)}
+    one, zero_one, ten = (
+        Call("examples", "1", **env),
+        Call("examples", "01", **env),
+        Call("examples", "10", **env),
+    )
+    for call in (one, zero_one):
+        done = call.done()
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "[1/1] ok   01_one" in done.stdout
+        assert "10_ten" not in done.stdout
+    done = ten.done()
+    assert "[1/1] ok   10_ten" in done.stdout
+
+
+def test_examples_that_run_no_check_fail_and_a_failure_shows_its_exception(tmp_path: Path) -> None:
+    (tmp_path / "01_silent.py").write_text("print('hello')\n")
+    (tmp_path / "02_group.py").write_text(
+        "import trio\n"
+        "async def boom():\n"
+        "    raise KeyError('the real cause')\n"
+        "async def main():\n"
+        "    async with trio.open_nursery() as n:\n"
+        "        n.start_soon(boom)\n"
+        "print('ok: started')\n"
+        "trio.run(main)\n"
+    )
+    (tmp_path / "03_chatty.py").write_text("print('ok: one')\nprint('its own output')\n")
+    env = {"TRIOAGENT_EXAMPLES": str(tmp_path)}
+    everything, verbose = Call("examples", **env), Call("examples", "-v", "03", **env)
+    done = everything.done()
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert "[1/3] FAIL 01_silent" in done.stdout
+    assert lines[lines.index(next(x for x in lines if "FAIL 01_silent" in x)) + 1].strip() == (
+        "ran no checks (no 'ok:' line)"
+    )
+    failing = next(x for x in lines if "FAIL 02_group" in x)
+    assert lines[lines.index(failing) + 1].strip() == "KeyError: 'the real cause'"
+    assert "its own output" not in done.stdout  # quiet without -v
+    done = verbose.done()
+    assert done.returncode == 0, done.stdout
+    assert "      | its own output" in done.stdout
 
 
 def test_chat_with_an_invalid_base_url_port_is_a_one_line_error() -> None:

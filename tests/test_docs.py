@@ -75,6 +75,37 @@ def test_doc_program_runs(where: str, code: str, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{where}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
 
 
+def _readme_quickstart() -> str:
+    section = (ROOT / "README.md").read_text().split("## Quickstart", 1)[1]
+    return BLOCK.findall(section)[0]
+
+
+def test_the_readme_quickstart_passes_mypy_strict_outside_the_checkout(tmp_path: Path) -> None:
+    """After the README's install, an editor or mypy sees the package: the quickstart, saved
+    as a file in a directory of its own, type-checks under ``--strict``."""
+    script = tmp_path / "quickstart.py"
+    script.write_text(_readme_quickstart())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "quickstart.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in {"MYPYPATH", "PYTHONPATH"}},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success: no issues found in 1 source file" in done.stdout
+
+
 def _testing_doc_example() -> str:
     text = TESTING_DOC.read_text()
     section = text.split("## A complete example", 1)[1]

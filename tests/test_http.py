@@ -144,6 +144,30 @@ def test_parse_retry_after_http_date_in_the_past_is_zero() -> None:
 # -- error_from_response -----------------------------------------------------------------------
 
 
+def _http_server_error_page(code: int, message: str, explain: str) -> bytes:
+    """The HTML error page the standard library's HTTP server sends."""
+    from http.server import DEFAULT_ERROR_MESSAGE
+
+    page = DEFAULT_ERROR_MESSAGE % {"code": code, "message": message, "explain": explain}
+    return page.encode()
+
+
+def test_an_html_error_page_is_one_summary_line() -> None:
+    body = _http_server_error_page(501, "Unsupported method ('POST')", "Not supported.")
+    error = error_from_response(501, httpx.Headers({"content-type": "text/html"}), body)
+    text = str(error)
+    assert "\n" not in text
+    assert "<" not in text
+    assert text.startswith("HTTP 501 (HTML page) Error response: Error code: 501 Message: ")
+    assert "Unsupported method ('POST')" in text
+    lower = b"<html><head><title>502 Bad Gateway</title><style>p{x}</style></head><body>"
+    lower += b"<center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
+    assert str(error_from_response(502, httpx.Headers(), lower)) == (
+        "HTTP 502 (HTML page) 502 Bad Gateway: nginx"
+    )
+    assert "(HTML page)" not in str(error_from_response(500, httpx.Headers(), b"<b>plain</b>"))
+
+
 @pytest.mark.parametrize(
     ("status", "cls", "retryable", "carries_retry_after"),
     [
@@ -211,7 +235,7 @@ def test_error_from_response_provider_message_and_code(
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
+        (b"<html>Bad Gateway</html>", "(HTML page) Bad Gateway"),
         (b"  upstream said no \r\n", "upstream said no"),
         (b"x" * 600, "x" * 500),
         (b"\xff\xfebad", "\ufffd\ufffdbad"),

@@ -166,19 +166,32 @@ def test_explicit_any_is_rare() -> None:
 
 _OUTSIDE_DOCS = re.compile(
     r"DESIGN\.md|reference/|(?:agent|model|tools_middleware|trio_design|peers)\.md|"
-    r"golden_formatters\.md|shared/"
+    r"golden_formatters\.md|shared/|\bthe reference\b|\breference(?:'s)? §|/work/(?:shared|tools|main|wt|agentscope)"
 )
+#: A relative link of a Markdown document: ``[text](path)``, not a URL or an anchor.
+_MD_LINK = re.compile(r"\[[^\]]*\]\((?!https?://|mailto:|#)([^)\s]+)\)")
+_SKIPPED_DIRS = {".git", "__pycache__", "build", "dist", ".mypy_cache", ".ruff_cache"}
+
+
+def _repository_files() -> list[pathlib.Path]:
+    """Every text file of the repository a user gets: sources, tests, docs, examples,
+    benchmarks, the build and CI files (not virtual environments or caches)."""
+    top = [ROOT / name for name in ("README.md", "CHANGELOG.md", "pyproject.toml", "justfile")]
+    top += sorted(ROOT.glob("*.py")) + sorted(ROOT.joinpath(".ci").glob("*"))
+    found = [path for path in top if path.is_file()]
+    for folder in ("trioagent", "docs", "examples", "benchmarks", "tests"):
+        for path in sorted(ROOT.joinpath(folder).rglob("*")):
+            text = path.is_file() and path.suffix in {".py", ".md", ".jsonl", ".toml", ".txt"}
+            if text and not _SKIPPED_DIRS & set(path.relative_to(ROOT).parts):
+                found.append(path)
+    return [path for path in found if path.name != "test_layers.py"]
 
 
 def test_nothing_points_at_files_outside_the_repository() -> None:
-    files = [
-        *_modules(),
-        ROOT / "README.md",
-        *ROOT.joinpath("docs").rglob("*.md"),
-        *ROOT.joinpath("examples").rglob("*.py"),
-        *ROOT.joinpath("benchmarks").rglob("*.py"),
-        *(path for path in ROOT.joinpath("tests").rglob("*.py") if path.name != "test_layers.py"),
-    ]
+    files = _repository_files()
+    assert {"CHANGELOG.md", "pyproject.toml", "run", "hatch_build.py", "_common.py"} <= {
+        path.name for path in files
+    }
     citing = sorted(
         f"{path.relative_to(ROOT)}:{number}"
         for path in files
@@ -186,3 +199,22 @@ def test_nothing_points_at_files_outside_the_repository() -> None:
         if _OUTSIDE_DOCS.search(line)
     )
     assert citing == []
+
+
+def test_every_relative_link_of_the_documents_resolves_inside_the_repository() -> None:
+    broken = []
+    for path in (p for p in _repository_files() if p.suffix == ".md"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for target in _MD_LINK.findall(line):
+                resolved = (path.parent / target.split("#", 1)[0]).resolve()
+                if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                    broken.append(f"{path.relative_to(ROOT)}:{number}: {target}")
+    assert broken == []
+
+
+def test_the_link_check_sees_a_broken_link() -> None:
+    assert _MD_LINK.findall("see [the design](../shared/DESIGN.md) and [x](https://a.b/c)") == [
+        "../shared/DESIGN.md"
+    ]
+    assert _OUTSIDE_DOCS.search("as the reference says")
+    assert _OUTSIDE_DOCS.search("reference §7.2")

@@ -35,6 +35,7 @@ from trioagent.message import (
     ToolResultBlock,
     ToolResultState,
 )
+from trioagent.permission import PermissionContext, PermissionDecision
 from trioagent.testing import SweepRun, cancel_sweep
 from trioagent.tool import FunctionTool, ToolBase, ToolChunk, ToolGroup, Toolkit, ToolResponse
 
@@ -1329,3 +1330,25 @@ def test_annotations_a_json_value_satisfies_are_still_accepted() -> None:
     def f(a: numbers.Number, b: collections.abc.Hashable, c: Point, d: Any, e: object) -> None: ...
 
     Toolkit().register_function(f)
+
+
+async def test_a_toolkit_wide_default_permission_applies_to_functions_registered_without_one():
+    allow = PermissionDecision("allow", "trusted")
+    toolkit = Toolkit(default_permission=allow)
+
+    async def free(x: int) -> int:
+        """A tool."""
+        return x
+
+    async def asked(x: int) -> int:
+        """Another tool."""
+        return x
+
+    toolkit.register_function(free)
+    toolkit.register_function(asked, permission=PermissionDecision("ask", "always ask"))
+    context = PermissionContext()
+    free_tool, asked_tool = toolkit.get_tool("free"), toolkit.get_tool("asked")
+    assert free_tool is not None
+    assert asked_tool is not None
+    assert (await free_tool.check_permissions({"x": 1}, context)).behavior == "allow"
+    assert (await asked_tool.check_permissions({"x": 1}, context)).behavior == "ask"

@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import email.utils
+import html
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Literal, Protocol, TypeVar
@@ -139,6 +141,7 @@ def error_from_response(
     if not message:
         # Redacted before it is cut, so a key spanning the cut cannot leak its first half.
         text = redact(body.decode("utf-8", "replace").strip())
+        text = html_summary(text) or text
         message = text[:500] if text else httpx.codes.get_reason_phrase(status) or "error"
     message = redact(message)
     code = redact(code) if code else None
@@ -243,6 +246,26 @@ def incomplete_stream_error(model: str, before: str) -> ModelStreamError:
         "response is incomplete)",
         retryable=True,
     )
+
+
+_TAG = re.compile(r"<[^>]*>")
+_INVISIBLE = re.compile(r"<(script|style|head)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.S | re.I)
+
+
+def html_summary(text: str, *, limit: int = 300) -> str | None:
+    """An HTML error page (a proxy's, a web server's) as one line: its title and visible text,
+    tags and markup dropped; ``None`` when ``text`` is not HTML."""
+    start = text.lstrip()[:15].lower()
+    if not start.startswith(("<!doctype html", "<html")):
+        return None
+    found = _TITLE.search(text)
+    title = " ".join(html.unescape(_TAG.sub(" ", found.group(1))).split()) if found else ""
+    visible = " ".join(html.unescape(_TAG.sub(" ", _INVISIBLE.sub(" ", text))).split())
+    if title and visible.startswith(title):
+        visible = visible[len(title) :].lstrip(" :")
+    line = f"{title}: {visible}" if title and visible else title or visible or "an HTML page"
+    return f"(HTML page) {line}"[:limit]
 
 
 def excerpt(text: str, redact: Redact = identity, *, limit: int = 200) -> str:

@@ -58,7 +58,7 @@ from ._protocol import (
 from ._reasoning import Reasoner, prompt_layer
 from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
 from ._results import ResultWriter
-from ._resume import Resumer
+from ._resume import Resumer, parked_summary
 from ._state import AgentState, ReplyContext
 from ._steps import Exit, Reason, final_msg, next_step
 from ._stream import ReplyStream
@@ -525,6 +525,8 @@ class Agent:
             if isinstance(action, Exit):
                 if action.events is None:
                     run.parked = True
+                    awaiting = self.state.get_awaiting_tool_calls(self.name)
+                    logger.warning("agent %r: %s", self.name, parked_summary(awaiting))
                     await emit(action.msg)
                     return
                 run.exit_msg = action.msg

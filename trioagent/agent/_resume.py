@@ -21,13 +21,42 @@ from ._protocol import AgentLike
 from ._reply import ReplyTools
 from ._results import ResultWriter, output_events
 
-__all__ = ["ResumeEvent", "Resumer"]
+__all__ = ["ResumeEvent", "Resumer", "parked_summary"]
 
 DENIED_BY_USER = (
     '<system-reminder>The execution of tool "{name}" is denied by user!</system-reminder>'
 )
 
 ResumeEvent = UserConfirmResultEvent | ExternalExecutionResultEvent | UserInterruptEvent
+
+
+def parked_summary(awaiting: list[ToolCallBlock]) -> str:
+    """What a parked reply waits for and how to go on: the text of the WARNING logged when a
+    reply parks and of the error raised by a new message sent to a parked agent."""
+    asking = [c.name for c in awaiting if c.state == ToolCallState.ASKING]
+    external = [c.name for c in awaiting if c.state != ToolCallState.ASKING]
+    waits = []
+    if asking:
+        waits.append(f"{', '.join(asking)} (asking for the user's confirmation)")
+    if external:
+        waits.append(f"{', '.join(external)} (executed externally, awaiting its result)")
+    how = []
+    if asking:
+        how.append("UserConfirmResultEvent (allow or deny each call)")
+    if external:
+        how.append("ExternalExecutionResultEvent")
+    text = (
+        f"The reply is parked, waiting for {len(awaiting)} tool call(s): {'; '.join(waits)}. "
+        f"Resume it with agent.reply({' or '.join(how)}), or abort it with "
+        "agent.reply(UserInterruptEvent())."
+    )
+    if asking:
+        text += (
+            " A function tool asks before it runs unless it is allowed: register it with "
+            "permission=PermissionDecision('allow', ...) or build the toolkit with "
+            "Toolkit(default_permission=...)."
+        )
+    return text
 
 
 class Resumer:
@@ -52,10 +81,8 @@ class Resumer:
         if event is None:
             if awaiting:
                 raise ValueError(
-                    f"Agent is waiting for {len(awaiting)} tool call(s) "
-                    f"({', '.join(c.name for c in awaiting)}) to be confirmed or executed "
-                    "externally, but received no event. Resume with a UserConfirmResultEvent or "
-                    "an ExternalExecutionResultEvent, or abort with a UserInterruptEvent."
+                    "A new message cannot start a reply while the previous one is parked. "
+                    + parked_summary(awaiting)
                 )
             return False
         if isinstance(event, UserConfirmResultEvent):

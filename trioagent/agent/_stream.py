@@ -30,8 +30,8 @@ CHECKPOINT_EVERY = 32
 class ReplyStream:
     """A reply running in a child task, streamed over a memory channel.
 
-    Iterate it for the events (the final ``Msg`` is not an event; read :attr:`msg` once the
-    stream ended).  The reply task lives in a nursery owned by the ``async with`` block: leaving
+    Iterate it for the events (the final ``Msg`` is not an event; read :attr:`result` once the
+    stream ended, or :attr:`msg`, which is ``None`` until then).  The reply task lives in a nursery owned by the ``async with`` block: leaving
     the block early interrupts the reply (it still ends with exactly one INTERRUPTED end).  An
     error of the reply is raised when the block exits, after its ERROR end event was streamed.
     """
@@ -82,6 +82,20 @@ class ReplyStream:
                 await self._run_reply(consume, task_status.started)
             finally:
                 self._done = True
+
+    @property
+    def result(self) -> Msg:
+        """The final Msg of the reply.
+
+        Raises:
+            RuntimeError: the reply has not produced it yet (read it after the events ended).
+        """
+        if self.msg is None:
+            raise RuntimeError(
+                "the reply has not produced its final Msg yet: read `result` after iterating "
+                "the stream to its end"
+            )
+        return self.msg
 
     def __aiter__(self) -> ReplyStream:
         return self

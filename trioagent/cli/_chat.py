@@ -1,18 +1,23 @@
 """``trioagent chat``: an interactive REPL around one agent.
 
 The terminal is read in a worker thread (``trio.to_thread.run_sync``), so the event loop keeps
-streaming while the user types; ``SIGINT`` is taken over with ``trio.open_signal_receiver``:
+streaming while the user types.  On a terminal the line is read with GNU readline where Python
+has it (line editing, the arrow keys, Up/Down through this chat's history, a long paste taken
+whole rather than cut at the terminal's 4095-character line limit); the terminal's settings are
+restored when the chat ends.  ``SIGINT`` is taken over with ``trio.open_signal_receiver``:
 
 * Ctrl-C during a reply calls ``agent.interrupt()``: the reply ends with its INTERRUPTED end
   event (shown as ``[interrupted]``) and the conversation continues;
-* Ctrl-C at the prompt discards the line; a second one in a row quits (exit code 130);
+* Ctrl-C at the prompt says how to quit (the line typed so far is kept); a second one in a row
+  quits (exit code 130);
 * Ctrl-D (end of input) quits with exit code 0.
 
 Without ``--model`` the agent talks to the embedded OpenAI-compatible server on loopback, which
 plays a small offline demo (echo, a streamed story, a ``get_time`` tool call), so the command
-works without a network.  ``--model openai:<name>`` talks to a real provider (key from
-``OPENAI_API_KEY``, endpoint from ``--base-url`` / ``OPENAI_BASE_URL``).  A missing key or an
-unreachable server is a one-line error with exit code 2.
+works without a network.  ``--model <provider>:<name>`` talks to a real provider (e.g.
+``openai:gpt-4o-mini``, key from ``OPENAI_API_KEY``, endpoint from ``--base-url`` /
+``OPENAI_BASE_URL``).  A bad ``--model`` or ``--base-url``, a missing key or an unreachable
+server is a one-line error with exit code 2.
 
 ``--session NAME`` keeps the conversation across runs: the agent's state is saved in
 ``sessions.sqlite3`` of the user's data directory (``$XDG_DATA_HOME/trioagent``, by default
@@ -21,11 +26,12 @@ unreachable server is a one-line error with exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -51,7 +57,7 @@ from ..event import (
 )
 from ..exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
 from ..message import UserMsg
-from ..model import ChatModelBase, chat_model_from_spec, credential_from_spec
+from ..model import PROVIDERS, ChatModelBase, chat_model_from_spec, credential_from_spec
 from ..permission import PermissionDecision
 from ..session import SessionMiddleware, SessionStoreError, SQLiteSessionStore
 from ..testing import (
@@ -74,6 +80,8 @@ STORY = (
     "open text block was closed, every tool call got its result, exactly one end event said "
     "INTERRUPTED, the connection was closed, and the conversation simply went on. "
 ) * 4
+#: The demo echoes a longer message by its length and its two ends.
+LONG_ECHO = 200
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 
 
@@ -131,6 +139,8 @@ def demo_reply(request: RecordedRequest) -> ScriptedReply:
         )
     if "story" in lowered:
         return ScriptedReply(text=STORY, chunk_size=4, chunk_delay=0.05)
+    if len(said) > LONG_ECHO:
+        said = f"({len(said)} characters) {said[:40]} ... {said[-40:]}"
     return ScriptedReply(text=f"Echo: {said}", chunk_size=2, chunk_delay=0.01)
 
 
@@ -217,12 +227,13 @@ class ChatSession:
         self.stdin = stdin
         self.printer = Printer(out)
         self.exit_code = 0
+        self._readline = line_editor(stdin, out)
         self._in_reply = False
         self._interrupt_requested = False
         self._prompt_interrupts = 0
 
     async def run(self) -> int:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
+        with kept_terminal(self.stdin), trio.open_signal_receiver(signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._route_signals, signals, nursery.cancel_scope)
                 await self._loop()
@@ -230,6 +241,11 @@ class ChatSession:
         return self.exit_code
 
     async def _read_line(self) -> str | None:
+        if self._readline is not None:
+            # input() prints the prompt itself, so readline can redraw the line being edited.
+            edited = await trio.to_thread.run_sync(self._readline, abandon_on_cancel=True)
+            self.printer.at_line_start = True
+            return edited
         self.printer.write(PROMPT)
         # The thread may stay blocked in readline() when we quit on Ctrl-C: abandon it.
         line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
@@ -295,7 +311,57 @@ class ChatSession:
                 self.exit_code = EXIT_INTERRUPTED
                 everything.cancel()
                 return
-            self.printer.write("\n(Ctrl-C again or Ctrl-D to quit)\n" + PROMPT)
+            # readline keeps the line typed so far: show it again after the note.
+            typed = _line_buffer() if self._readline is not None else ""
+            self.printer.write("\n(Ctrl-C again or Ctrl-D to quit)\n" + PROMPT + typed)
+
+
+def line_editor(stdin: TextIO, out: TextIO) -> Callable[[], str | None] | None:
+    """A reader of one line with readline's editing and history, when ``stdin`` and ``out``
+    are this process's terminal and Python has readline; ``None`` otherwise (a pipe, a file,
+    a stream in a test, Windows)."""
+    if stdin is not sys.stdin or out is not sys.stdout or not (_isatty(stdin) and _isatty(out)):
+        return None
+    try:
+        import readline
+    except ImportError:
+        return None
+    readline.set_history_length(1000)
+
+    def read() -> str | None:
+        try:
+            return input(PROMPT) + "\n"
+        except EOFError:
+            return None
+
+    return read
+
+
+def _line_buffer() -> str:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - only called when readline was imported
+        return ""
+    return readline.get_line_buffer()
+
+
+@contextlib.contextmanager
+def kept_terminal(stdin: TextIO) -> Iterator[None]:
+    """Restore the terminal's settings on the way out: a reader thread abandoned inside
+    readline (quitting with Ctrl-C) would leave it without echo and line editing."""
+    try:
+        import termios
+
+        fd = stdin.fileno()
+        saved = termios.tcgetattr(fd) if _isatty(stdin) else None
+    except (ImportError, OSError, ValueError, AttributeError):
+        saved = None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(OSError):
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -313,11 +379,53 @@ def _isatty(stream: TextIO) -> bool:
 # -- set-up --------------------------------------------------------------------------------------
 
 
+def model_spec_problem(spec: str) -> str | None:
+    """What is wrong with ``--model spec`` in words a user can act on; ``None`` if nothing."""
+    provider, colon, name = (part.strip() for part in spec.partition(":"))
+    known = ", ".join(sorted(PROVIDERS))
+    example = "e.g. 'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'"
+    if not colon:
+        if provider in PROVIDERS:
+            return f"--model {spec!r} names a provider but no model: give '{provider}:<model>'"
+        return (
+            f"--model {spec!r} has no provider: give '<provider>:<model>' ({example}; "
+            f"providers: {known}) or 'embedded'"
+        )
+    if provider not in PROVIDERS:
+        if provider.lower() in PROVIDERS:
+            return (
+                f"--model {spec!r}: provider names are lower case, use '{provider.lower()}:{name}'"
+            )
+        return f"--model {spec!r}: unknown provider {provider!r} (one of {known})"
+    if not name:
+        return f"--model {spec!r} names no model: give '{provider}:<model>'"
+    return None
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """What is wrong with ``--base-url``: not an http(s) URL with a host and a valid port."""
+    try:
+        url = httpx.URL(base_url)
+        _ = url.port
+    except httpx.InvalidURL as exc:
+        return f"invalid base URL {base_url!r}: {exc}"
+    if url.scheme not in ("http", "https") or not url.host:
+        return (
+            f"invalid base URL {base_url!r}: give an http:// or https:// URL with a host, "
+            "e.g. http://127.0.0.1:8080/v1"
+        )
+    return None
+
+
 def resolve_credential(options: ChatOptions) -> tuple[str, CredentialBase]:
+    if (problem := model_spec_problem(options.model)) is not None:
+        raise ChatSetupError(problem)
+    if options.base_url is not None and (problem := base_url_problem(options.base_url)):
+        raise ChatSetupError(problem)
     try:
         credential = credential_from_spec(options.model, base_url=options.base_url)
     except ValueError as exc:
-        raise ChatSetupError(f"--model must be 'embedded' or {exc}") from None
+        raise ChatSetupError(f"--model: {exc}") from None
     try:
         credential.get_api_key()
     except ModelCredentialError:
@@ -328,13 +436,12 @@ def resolve_credential(options: ChatOptions) -> tuple[str, CredentialBase]:
 
 async def check_reachable(base_url: str) -> None:
     """Fail fast (one line) when nothing listens at ``base_url`` (skipped behind a proxy)."""
+    if (problem := base_url_problem(base_url)) is not None:
+        raise ChatSetupError(problem)
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return
-    try:
-        url = httpx.URL(base_url)
-        port = url.port or (443 if url.scheme == "https" else 80)
-    except httpx.InvalidURL as exc:
-        raise ChatSetupError(f"invalid base URL {base_url!r}: {exc}") from None
+    url = httpx.URL(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
     host = url.host
     failure = "timed out"
     with trio.move_on_after(5):
@@ -403,6 +510,14 @@ async def run_chat(
     out = out if out is not None else sys.stdout
     real: ChatModelBase | None = None
     session = session_middleware(options.session) if options.session is not None else None
+    if options.model == EMBEDDED and options.base_url is not None:
+        print(
+            f"warning: --base-url {options.base_url} is not used: the embedded demo model "
+            "answers from its own loopback server; give --model <provider>:<model> "
+            "(e.g. openai:<model> for an OpenAI-compatible server) to talk to it",
+            file=sys.stderr,
+            flush=True,
+        )
     if options.model != EMBEDDED:
         spec, credential = resolve_credential(options)
         await check_reachable(credential.get_base_url())

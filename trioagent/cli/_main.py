@@ -2,7 +2,9 @@
 
     trioagent examples            run every example, one progress line each, then a table
     trioagent examples --list     list the examples
-    trioagent examples NAME       run one (a number like ``01`` or part of its name)
+    trioagent examples NAME       run one (a number like ``1`` or ``01``, or part of its name)
+    trioagent examples -v         ... streaming each example's own output
+    trioagent --version           the installed version
     trioagent chat                chat with the embedded demo model (offline)
     trioagent chat --model openai:gpt-4o-mini    chat with a real provider (OPENAI_API_KEY)
     trioagent chat --session NAME  keep the conversation NAME across runs
@@ -20,6 +22,7 @@ import sys
 
 import trio
 
+from .._version import __version__
 from ._chat import ChatOptions, ChatSetupError, run_chat
 from ._examples import run_examples
 
@@ -58,7 +61,7 @@ def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    return run_examples(args.name, args.list)
+    return run_examples(args.name, args.list, verbose=args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,15 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="trioagent: a Trio-native agent core whose cancelled replies always end "
         "cleanly.",
     )
+    parser.add_argument("--version", action="version", version=f"trioagent {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     examples = commands.add_parser(
         "examples",
         help="run the cancellation-focused example suite",
-        description="Run the example suite: each example is a script in examples/ that checks "
-        "its own outcome (exit code 0 = the promise held).",
+        description="Run the example suite that ships with trioagent: each example is a script "
+        "that checks its own outcome (exit code 0 = the promise held).  A number selects that "
+        "example (1 or 01 is 01_...), other text a part of the name.",
     )
-    examples.add_argument("name", nargs="?", help="run only the example matching NAME (e.g. 03)")
+    examples.add_argument("name", nargs="?", help="run only the example NAME (e.g. 03 or deadline)")
     examples.add_argument("--list", action="store_true", help="list the examples and exit")
+    examples.add_argument(
+        "-v", "--verbose", action="store_true", help="stream each example's own output"
+    )
     examples.set_defaults(func=cmd_examples)
     chat = commands.add_parser(
         "chat",
@@ -87,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--model",
         default=os.environ.get("TRIOAGENT_MODEL") or "embedded",
-        help="'embedded' (default; or $TRIOAGENT_MODEL) or 'openai:<model>' (key from "
-        "OPENAI_API_KEY)",
+        help="'embedded' (default; or $TRIOAGENT_MODEL) or '<provider>:<model>', e.g. "
+        "'openai:gpt-4o-mini' (key from OPENAI_API_KEY)",
     )
     chat.add_argument(
         "--base-url",

@@ -73,6 +73,8 @@ class Toolkit:
         middlewares: toolkit-wide middlewares (first is outermost); see
             :meth:`register_middleware`.
         meta_tool_response: renders ``reset_tools``' answer from the activated groups.
+        default_permission: the permission of the functions :meth:`register_function` wraps
+            when it is given none (``None``: such a tool asks the user before every call).
 
     Raises:
         ValueError: a user group named ``"basic"``, duplicate group names, a tool with an
@@ -87,7 +89,9 @@ class Toolkit:
         meta_tool_response: Callable[[Sequence[ToolGroup]], str] = render_meta_tool_response,
         *,
         mcps: Sequence[MCPToolSource] | None = None,
+        default_permission: PermissionDecision | None = None,
     ) -> None:
+        self.default_permission = default_permission
         groups = list(tool_groups or [])
         if any(group.name == BASIC_GROUP for group in groups):
             raise ValueError(
@@ -132,6 +136,14 @@ class Toolkit:
 
         Returns ``fn`` itself, so this also works as a bare decorator
         (``@toolkit.register_function``).  The tool is available through :meth:`get_tool`.
+
+        **Permission.** Without ``permission`` (and without the toolkit's
+        ``default_permission``) the tool asks before every call: the agent's reply *parks* on a
+        ``RequireUserConfirmEvent`` (logged at WARNING), returns "I'm waiting for your
+        permission..." with ``finished_reason=None``, and the next reply must resume it
+        (``UserConfirmResultEvent``) or abort it (``UserInterruptEvent``).  To let it run::
+
+            toolkit.register_function(fn, permission=PermissionDecision("allow", "read-only"))
         """
         tool = FunctionTool(
             fn,
@@ -142,7 +154,7 @@ class Toolkit:
             is_read_only=is_read_only,
             is_state_injected=is_state_injected,
             middlewares=middlewares,
-            permission=permission,
+            permission=permission if permission is not None else self.default_permission,
             is_background=is_background,
             background_after=background_after,
             metadata_schema=metadata_schema,
