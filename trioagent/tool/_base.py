@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import ClassVar
 
 import jsonschema
 
@@ -141,8 +140,8 @@ class ToolBase:
     background_after: float | None = None
     is_mcp: bool = False
     mcp_name: str | None = None
-    dangerous_files: ClassVar[tuple[str, ...]] = DANGEROUS_FILES
-    dangerous_directories: ClassVar[tuple[str, ...]] = DANGEROUS_DIRECTORIES
+    dangerous_files: tuple[str, ...] = DANGEROUS_FILES
+    dangerous_directories: tuple[str, ...] = DANGEROUS_DIRECTORIES
 
     def __init__(
         self,

@@ -32,6 +32,7 @@ from ..exception import (
 )
 from ..message import ToolCallBlock
 from ..permission import PermissionDecision
+from ..skill import Skill
 from ._base import ToolBase, ToolMiddlewareBase
 from ._function import FunctionTool
 from ._group import (
@@ -44,6 +45,13 @@ from ._group import (
 from ._middleware import ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 from ._schema import remove_title_field
+from ._skills import (
+    SkillSource,
+    SkillViewer,
+    collect_skills,
+    render_skill_instructions,
+    to_skill_sources,
+)
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
 
@@ -68,6 +76,9 @@ class Toolkit:
         middlewares: toolkit-wide middlewares (first is outermost); see
             :meth:`register_middleware`.
         meta_tool_response: renders ``reset_tools``' answer from the activated groups.
+        skills_or_loaders: skills of the ``"basic"`` group (see :class:`ToolGroup`).
+        skill_instructions: renders the system-prompt section listing the visible skills
+            from the skills and the viewer tool's name.
 
     Raises:
         ValueError: a user group named ``"basic"``, duplicate group names, or a tool with an
@@ -80,6 +91,9 @@ class Toolkit:
         tool_groups: Sequence[ToolGroup] | None = None,
         middlewares: Sequence[ToolkitMiddleware] | None = None,
         meta_tool_response: Callable[[Sequence[ToolGroup]], str] = render_meta_tool_response,
+        *,
+        skills_or_loaders: Sequence[SkillSource] | None = None,
+        skill_instructions: Callable[[Sequence[Skill], str], str] = render_skill_instructions,
     ) -> None:
         groups = list(tool_groups or [])
         if any(group.name == BASIC_GROUP for group in groups):
@@ -87,7 +101,9 @@ class Toolkit:
                 "The 'basic' tool group is reserved for the default tool group; pass its tools "
                 "with the `tools` argument."
             )
-        self.tool_groups: list[ToolGroup] = [ToolGroup(BASIC_GROUP, tools=list(tools or []))]
+        self.tool_groups: list[ToolGroup] = [
+            ToolGroup(BASIC_GROUP, tools=list(tools or []), skills_or_loaders=skills_or_loaders)
+        ]
         for group in groups:
             self.add_group(group)
         for group in self.tool_groups:
@@ -95,6 +111,8 @@ class Toolkit:
                 _check_tool(tool)
         self._middlewares: list[ToolkitMiddleware] = list(middlewares or [])
         self.meta_tool = ResetTools(self.tool_groups, meta_tool_response)
+        self.skill_viewer = SkillViewer(self.list_skills)
+        self._skill_instructions = skill_instructions
 
     # -- registration ------------------------------------------------------------------------
 
@@ -219,11 +237,15 @@ class Toolkit:
     ) -> dict[str, tuple[ToolBase, str]]:
         """``name → (tool, group name)`` for ``"basic"`` plus ``groups``, in schema order.
 
-        ``reset_tools`` comes first whenever there is a group besides ``"basic"``.  A later
-        tool with the same name replaces an earlier one (keeping its position).
+        The ``Skill`` viewer comes first whenever one of these groups has skills (sources:
+        a loader that finds nothing still counts), then ``reset_tools`` whenever there is a
+        group besides ``"basic"``.  A later tool with the same name replaces an earlier one
+        (keeping its position).
         """
         wanted = {BASIC_GROUP, *(groups or ())}
         tools: dict[str, tuple[ToolBase, str]] = {}
+        if any(g.skills_or_loaders for g in self.tool_groups if g.name in wanted):
+            tools[self.skill_viewer.name] = (self.skill_viewer, BASIC_GROUP)
         if any(group.name != BASIC_GROUP for group in self.tool_groups):
             tools[self.meta_tool.name] = (self.meta_tool, BASIC_GROUP)
         for group in self.tool_groups:
@@ -234,6 +256,38 @@ class Toolkit:
 
     def _all_tools(self) -> dict[str, tuple[ToolBase, str]]:
         return self.available_tools([g.name for g in self.tool_groups])
+
+    # -- skills ------------------------------------------------------------------------------
+
+    def add_skills(self, skills: Sequence[SkillSource], group_name: str = BASIC_GROUP) -> None:
+        """Add skills (paths, :class:`~trioagent.skill.Skill` objects or loaders) to a group.
+
+        Raises:
+            ValueError: no such group.
+            TypeError: an item is none of those.
+        """
+        self._group(group_name).skills_or_loaders.extend(to_skill_sources(skills))
+
+    async def list_skills(self, groups: Sequence[str] | None = None) -> dict[str, Skill]:
+        """The skills visible with ``groups`` active (``"basic"`` always), by name."""
+        wanted = {BASIC_GROUP, *(groups or ())}
+        return await collect_skills(
+            [(g.name, list(g.skills_or_loaders)) for g in self.tool_groups if g.name in wanted]
+        )
+
+    async def get_skill_instructions(
+        self, activated_groups: Sequence[str] | None = None
+    ) -> str | None:
+        """The system-prompt section listing the visible skills, or ``None`` without any.
+
+        ``activated_groups=None`` means every group.
+        """
+        if activated_groups is None:
+            activated_groups = [g.name for g in self.tool_groups]
+        skills = await self.list_skills(activated_groups)
+        if not skills:
+            return None
+        return self._skill_instructions(list(skills.values()), self.skill_viewer.name)
 
     def get_tool(self, name: str) -> ToolBase | None:
         """The tool named ``name`` in any group, active or not, or ``None``."""
