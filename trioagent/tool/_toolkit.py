@@ -244,8 +244,9 @@ class Toolkit:
         """
         wanted = {BASIC_GROUP, *(groups or ())}
         tools: dict[str, tuple[ToolBase, str]] = {}
-        if any(g.skills_or_loaders for g in self.tool_groups if g.name in wanted):
-            tools[self.skill_viewer.name] = (self.skill_viewer, BASIC_GROUP)
+        with_skills = [g.name for g in self.tool_groups if g.name in wanted and g.skills_or_loaders]
+        if with_skills:
+            tools[self.skill_viewer.name] = (self.skill_viewer, with_skills[0])
         if any(group.name != BASIC_GROUP for group in self.tool_groups):
             tools[self.meta_tool.name] = (self.meta_tool, BASIC_GROUP)
         for group in self.tool_groups:

@@ -41,6 +41,8 @@ MAX_OUTPUT_CHARS = 30_000
 TERMINATE_GRACE = 1.0
 #: Seconds the shielded cleanup may take in all (signals, reaping, closing the pipe).
 CLEANUP_DEADLINE = TERMINATE_GRACE + 4.0
+#: Seconds between two looks at whether the killed group is gone.
+GROUP_POLL = 0.01
 #: Commands ``accept_edits`` / ``dont_ask`` allow when every target is in a working directory.
 FILESYSTEM_COMMANDS = frozenset({"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"})
 
@@ -255,12 +257,13 @@ class Bash(ToolBase):
                 await _stop_group(process)
             elif process.stdout is not None:
                 await process.stdout.aclose()
+        gap = "\n" if output.emitted else ""
         if timer.cancelled_caught:
-            return error(f"\nCommand timed out after {timeout_ms}ms: {command}")
+            return error(f"{gap}Command timed out after {timeout_ms}ms: {command}")
         code = process.returncode or 0
         if code != 0:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            return error(f"\nCommand failed: {command} ({how})")
+            return error(f"{gap}Command failed: {command} ({how})")
         return None if output.emitted else ToolChunk(content=[TextBlock(text="")])
 
 
@@ -310,6 +313,32 @@ async def _stop_group(process: trio.Process) -> None:
         await process.wait()
         if process.stdout is not None:
             await process.stdout.aclose()
+        # SIGKILL is delivered asynchronously: wait until no member of the group still runs.
+        while await trio.to_thread.run_sync(_group_running, process.pid):
+            await trio.sleep(GROUP_POLL)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (Linux ``/proc``; elsewhere ``False``).
+
+    Zombies do not count: a reparented grandchild may wait a while for its new parent to reap
+    it, but it is dead.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, signum: int) -> None:
