@@ -5,6 +5,7 @@ of the agent, and reading a skill through the viewer."""
 from __future__ import annotations
 
 import pathlib
+
 import pytest
 from agent_kit import call, calls, make_agent, model_of, result_of, run, text, user
 
@@ -33,7 +34,8 @@ def test_viewer_is_listed_first_while_a_visible_group_has_skills() -> None:
 def test_skill_sources_are_normalized_and_checked(tmp_path: pathlib.Path) -> None:
     group = ToolGroup("g", description="d", skills_or_loaders=[str(tmp_path), ALPHA])
     loader, skill = group.skills_or_loaders
-    assert isinstance(loader, LocalSkillLoader) and loader.directory == str(tmp_path)
+    assert isinstance(loader, LocalSkillLoader)
+    assert loader.directory == str(tmp_path)
     assert skill is ALPHA
     with pytest.raises(TypeError, match="Invalid skill or loader: 42"):
         ToolGroup("g", description="d", skills_or_loaders=[42])  # type: ignore[list-item]
@@ -59,7 +61,8 @@ async def test_skill_instructions_render_the_visible_skills() -> None:
     )
     basic_only = await kit.get_skill_instructions([])
     assert basic_only is not None
-    assert "<name>alpha</name>" in basic_only and "beta" not in basic_only
+    assert "<name>alpha</name>" in basic_only
+    assert "beta" not in basic_only
     every = await kit.get_skill_instructions()
     assert every is not None
     assert every.startswith("<agent-skills>\nSkills are a collection of instructions")
@@ -155,7 +158,8 @@ async def test_agent_lists_skills_in_its_system_prompt_and_reads_one(
     assert system.role == "system"
     prompt = system.get_text_content() or ""
     assert prompt.startswith("Be brief.\n<agent-skills>")
-    assert "<name>alpha</name>" in prompt and "beta" not in prompt  # "extra" is not active
+    assert "<name>alpha</name>" in prompt
+    assert "beta" not in prompt  # "extra" is not active
     assert [t["function"]["name"] for t in requests[0].tools or []][:2] == ["Skill", "reset_tools"]
     assert loader.calls >= 2  # listed again at every step: new skills show up
 

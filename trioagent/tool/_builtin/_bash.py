@@ -314,7 +314,8 @@ async def _stop_group(process: trio.Process) -> None:
         if process.stdout is not None:
             await process.stdout.aclose()
         # SIGKILL is delivered asynchronously: wait until no member of the group still runs.
-        while await trio.to_thread.run_sync(_group_running, process.pid):
+        # Polling, as nothing signals the end of processes that are not our children.
+        while await trio.to_thread.run_sync(_group_running, process.pid):  # noqa: ASYNC110
             await trio.sleep(GROUP_POLL)
 
 

@@ -527,7 +527,7 @@ def _content_lines(lines: list[str], hits: list[int], query: _GrepQuery, label: 
     out: list[str] = []
     previous: int | None = None
     for number in sorted(shown):
-        if previous is not None and number != previous + 1:
+        if (query.before or query.after) and previous is not None and number != previous + 1:
             out.append("--")
         separator = ":" if shown[number] else "-"
         text = lines[number]

@@ -259,7 +259,7 @@ def sed_violation(command: str, dangerous_files: tuple[str, ...] | list[str]) ->
         args = tokens[base + 1 :]
         in_place = any(a == "-i" or a.startswith(("-i", "--in-place")) for a in args)
         scripts = [a for a in args if not a.startswith("-")][:1]
-        if scripts and re.search(r"(^|[;}\s])[wWeE](\s|$)", scripts[0]):
+        if scripts and re.search(r"(^|[;}/\s])[wWeE](\s|$)", scripts[0]):
             return f"sed script may write files or run commands: {scripts[0]}"
         if in_place:
             for _, path in file_paths(part):
