@@ -10,11 +10,13 @@ import os
 import pathlib
 
 
-def tree_command(pid_file: pathlib.Path, seconds: float) -> str:
+def tree_command(pid_file: pathlib.Path, seconds: float, stop_after: float | None = None) -> str:
     """``sh`` (the child) writes its PID, starts ``sleep`` (the grandchild) in the background,
-    writes that PID too, and waits for it."""
-    script = f"echo $$ > {pid_file}.tmp; sleep {seconds} & echo $! >> {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; wait"
-    return f"sh -c '{script}'"
+    writes that PID too, and waits for it; with ``stop_after``, it kills the grandchild itself
+    after that many seconds instead (so a short command has a long-lived grandchild)."""
+    start = f"echo $$ > {pid_file}.tmp; sleep {seconds} & echo $! >> {pid_file}.tmp"
+    end = "wait" if stop_after is None else f"sleep {stop_after}; kill $!; wait"
+    return f"sh -c '{start}; mv {pid_file}.tmp {pid_file}; {end}'"
 
 
 def recorded_pids(pid_file: pathlib.Path) -> list[int]:

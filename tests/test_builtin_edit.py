@@ -18,7 +18,9 @@ async def read_into(state: AgentState, path: pathlib.Path) -> None:
 async def test_write_creates_a_new_file_with_its_directories(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "new" / "dir" / "f.txt"
     state = AgentState()
-    response = await Write().run({"file_path": str(path), "content": "a\nb\n", "_agent_state": state})
+    response = await Write().run(
+        {"file_path": str(path), "content": "a\nb\n", "_agent_state": state}
+    )
     assert response.state == "success"
     assert response.text() == f"The file {path} has been written successfully (2 lines)."
     assert path.read_text() == "a\nb\n"
@@ -52,7 +54,12 @@ async def test_edit_requires_a_fresh_read(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "f.txt"
     path.write_text("alpha beta\n")
     state = AgentState()
-    args = {"file_path": str(path), "old_string": "beta", "new_string": "gamma", "_agent_state": state}
+    args = {
+        "file_path": str(path),
+        "old_string": "beta",
+        "new_string": "gamma",
+        "_agent_state": state,
+    }
     not_read = await Edit().run(args)
     assert not_read.text() == "Error: To edit a file, you must first read it using the Read tool."
     await read_into(state, path)

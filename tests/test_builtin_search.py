@@ -56,7 +56,9 @@ async def test_glob_pagination_and_bad_input(tree: pathlib.Path) -> None:
     lines = page.split("\n")
     assert len(lines[:2]) == 2
     assert page.endswith("[Showing results with pagination = limit: 2, offset: 1]")
-    assert await glob(pattern="*", path=str(tree / "nope")) == f"Directory not found: {tree / 'nope'}"
+    assert (
+        await glob(pattern="*", path=str(tree / "nope")) == f"Directory not found: {tree / 'nope'}"
+    )
     assert (await Glob().run({"pattern": "*", "offset": -1})).text() == (
         "Error: offset must be non-negative."
     )
