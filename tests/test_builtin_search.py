@@ -1,7 +1,7 @@
 """``Glob`` and ``Grep`` as in AgentScope 2.0.11, over a real directory tree: patterns,
 newest-first order, pagination, the three output modes of Grep with context, filters, case and
-multiline options, and bad input as error results.  Grep runs its pure-Python search here
-(``use_ripgrep=False``); the ripgrep path takes the same query."""
+multiline options, and bad input as error results.  The Grep cases run on the pure-Python
+search and, where ``rg`` is installed, on ripgrep too: both give the same output."""
 
 from __future__ import annotations
 
@@ -36,8 +36,17 @@ async def glob(**kwargs: object) -> str:
     return (await Glob().run(kwargs)).text()  # type: ignore[arg-type]
 
 
-async def grep(**kwargs: object) -> str:
-    return (await Grep(use_ripgrep=False).run(kwargs)).text()  # type: ignore[arg-type]
+BACKENDS = ["python", *(["ripgrep"] if shutil.which("rg") else [])]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def grep(backend: str = "python", **kwargs: object) -> str:
+    tool = Grep(use_ripgrep=backend == "ripgrep")
+    return (await tool.run(kwargs)).text()  # type: ignore[arg-type]
 
 
 async def test_glob_patterns_newest_first(tree: pathlib.Path) -> None:
@@ -73,46 +82,48 @@ async def test_glob_rules_and_suggestions(tree: pathlib.Path) -> None:
     assert rule.rule_content == f"{tree}/**"
 
 
-async def test_grep_files_with_matches(tree: pathlib.Path) -> None:
-    assert (await grep(pattern="hello", path=str(tree))).split("\n") == [
+async def test_grep_files_with_matches(tree: pathlib.Path, backend: str) -> None:
+    assert (await grep(backend, pattern="hello", path=str(tree))).split("\n") == [
         str(tree / ".hidden/d.py"),
         str(tree / "a.py"),
         str(tree / "src/deep/c.txt"),
     ]
-    assert (await grep(pattern="hello", path=str(tree), i=True)).count("\n") == 3
+    assert (await grep(backend, pattern="hello", path=str(tree), i=True)).count("\n") == 3
 
 
-async def test_grep_content_with_context_and_count(tree: pathlib.Path) -> None:
+async def test_grep_content_with_context_and_count(tree: pathlib.Path, backend: str) -> None:
     b = tree / "src/b.py"
-    assert await grep(pattern="return", path=str(tree), output_mode="content", **{"-B": 1}) == (
-        f"{b}-1-def f():\n{b}:2:    return 'Hello'"
-    )
-    assert await grep(pattern="Hello|x =", path=str(b), output_mode="content", n=False) == (
-        "    return 'Hello'\nx = 1"
-    )
-    assert await grep(pattern="Hello|x =", path=str(b), output_mode="content", context=0) == (
-        "2:    return 'Hello'\n5:x = 1"
-    )
-    assert await grep(pattern="def|x =", path=str(b), output_mode="content", **{"-A": 1}) == (
-        "1:def f():\n2-    return 'Hello'\n--\n5:x = 1"
-    )
-    assert await grep(pattern="o", path=str(tree / "src"), output_mode="count") == (
+    assert await grep(
+        backend, pattern="return", path=str(tree), output_mode="content", **{"-B": 1}
+    ) == (f"{b}-1-def f():\n{b}:2:    return 'Hello'")
+    assert await grep(
+        backend, pattern="Hello|x =", path=str(b), output_mode="content", n=False
+    ) == ("    return 'Hello'\nx = 1")
+    assert await grep(
+        backend, pattern="Hello|x =", path=str(b), output_mode="content", context=0
+    ) == ("2:    return 'Hello'\n5:x = 1")
+    assert await grep(
+        backend, pattern="def|x =", path=str(b), output_mode="content", **{"-A": 1}
+    ) == ("1:def f():\n2-    return 'Hello'\n--\n5:x = 1")
+    assert await grep(backend, pattern="o", path=str(tree / "src"), output_mode="count") == (
         f"{b}:1\n{tree / 'src/deep/c.txt'}:2"
     )
 
 
-async def test_grep_filters_and_multiline(tree: pathlib.Path) -> None:
-    assert await grep(pattern="hello", path=str(tree), glob="*.txt") == str(tree / "src/deep/c.txt")
-    assert await grep(pattern="hello", path=str(tree), glob="*.{py,txt}") == "\n".join(
+async def test_grep_filters_and_multiline(tree: pathlib.Path, backend: str) -> None:
+    assert await grep(backend, pattern="hello", path=str(tree), glob="*.txt") == str(
+        tree / "src/deep/c.txt"
+    )
+    assert await grep(backend, pattern="hello", path=str(tree), glob="*.{py,txt}") == "\n".join(
         str(tree / p) for p in (".hidden/d.py", "a.py", "src/deep/c.txt")
     )
-    assert await grep(pattern="hello", path=str(tree), type="py") == "\n".join(
+    assert await grep(backend, pattern="hello", path=str(tree), type="py") == "\n".join(
         str(tree / p) for p in (".hidden/d.py", "a.py")
     )
-    assert await grep(pattern=r"f\(\):.*Hello", path=str(tree), multiline=True) == str(
+    assert await grep(backend, pattern=r"f\(\):.*Hello", path=str(tree), multiline=True) == str(
         tree / "src/b.py"
     )
-    assert await grep(pattern=r"f\(\):.*Hello", path=str(tree)) == (
+    assert await grep(backend, pattern=r"f\(\):.*Hello", path=str(tree)) == (
         "No matches found for pattern: f\\(\\):.*Hello"
     )
 
@@ -133,6 +144,13 @@ async def test_grep_rules() -> None:
     assert await tool.match_rule("/src/**", {"pattern": "x", "path": "/src/a"}) is True
     assert await tool.match_rule(None, {"pattern": "x"}) is True
     assert await tool.match_rule("/src/**", {"pattern": "x", "path": "/etc"}) is False
+
+
+async def test_a_ripgrep_error_is_an_error_result(tree: pathlib.Path, backend: str) -> None:
+    response = await Grep(use_ripgrep=backend == "ripgrep").run({"pattern": "(", "path": str(tree)})
+    assert response.state == "error"
+    expected = "ripgrep error (code 2): " if backend == "ripgrep" else "Error: missing )"
+    assert response.text().startswith(expected)
 
 
 def test_ripgrep_is_required_only_when_asked() -> None:

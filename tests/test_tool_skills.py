@@ -9,10 +9,11 @@ import pathlib
 import pytest
 from agent_kit import call, calls, make_agent, model_of, result_of, run, text, user
 
-from trioagent.agent import AgentState
+from trioagent.agent import Agent, AgentState
 from trioagent.message import ToolCallBlock
 from trioagent.permission import PermissionBehavior
 from trioagent.skill import LocalSkillLoader, Skill, SkillLoaderBase
+from trioagent.testing import cancel_sweep
 from trioagent.tool import SkillViewer, ToolGroup, Toolkit
 
 ALPHA = Skill(name="alpha", description="Does A", dir="/skills/alpha", markdown="# Alpha steps")
@@ -171,3 +172,21 @@ async def test_activating_a_group_shows_its_skills(tmp_path: pathlib.Path) -> No
     first, second = (r.messages[0] for r in model_of(agent).requests)
     assert "agent-skills" not in (first.get_text_content() or "")
     assert "<name>beta</name>" in (second.get_text_content() or "")
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_a_reply_that_lists_and_reads_a_local_skill(
+    mode: str, tmp_path: pathlib.Path
+) -> None:
+    skill_dir = tmp_path / "beta"
+    skill_dir.mkdir()
+    (skill_dir / "SKILL.md").write_text("---\nname: beta\ndescription: Does B\n---\n# Beta steps\n")
+
+    def make() -> Agent:
+        kit = Toolkit(skills_or_loaders=[LocalSkillLoader(str(tmp_path), scan_subdir=True)])
+        return make_agent([calls(call("v1", "Skill", skill="beta")), text("done")], kit)
+
+    report = await cancel_sweep(make, user, mode=mode)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == "completed"
+    assert report.outcomes["interrupted"] > 0
