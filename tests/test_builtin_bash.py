@@ -110,6 +110,19 @@ async def test_cancelling_the_call_kills_child_and_grandchild(tmp_path: pathlib.
     assert alive(pids) == []
 
 
+async def test_a_background_grandchild_of_an_exited_shell_is_killed_on_cancel(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The shell exits at once; its background child keeps the pipe open (so the call keeps
+    reading) until the cancellation kills it."""
+    pid_file = tmp_path / "pids"
+    with trio.move_on_after(1.5):
+        await Bash().run({"command": f"sleep 30 & echo $! > {pid_file}"})
+    pids = recorded_pids(pid_file)
+    assert len(pids) == 1
+    assert alive(pids) == []
+
+
 async def test_a_grandchild_ignoring_sigterm_is_killed_after_the_grace(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -245,6 +245,7 @@ class Bash(ToolBase):
             return error(f"Command failed: {command}\nError: {exc}")
         output = _Output(emit)
         timer = trio.move_on_after(timeout_ms / 1000)
+        finished = False
         try:
             with timer:
                 assert process.stdout is not None
@@ -252,11 +253,15 @@ class Bash(ToolBase):
                     await output.add(bytes(data))
                 await output.flush()
                 await process.wait()
+                finished = True
         finally:
-            if process.returncode is None or timer.cancelled_caught:
-                await _stop_group(process)
-            elif process.stdout is not None:
+            if finished:
+                assert process.stdout is not None
                 await process.stdout.aclose()
+            else:
+                # Cancelled, timed out or failed: even when the shell has exited, a background
+                # grandchild may still hold the pipe.
+                await _stop_group(process)
         gap = "\n" if output.emitted else ""
         if timer.cancelled_caught:
             return error(f"{gap}Command timed out after {timeout_ms}ms: {command}")
