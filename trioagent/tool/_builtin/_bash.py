@@ -167,7 +167,11 @@ class Bash(ToolBase):
                 f"Permission required: {sed}",
                 "Safety check: sed in-place modification of dangerous file",
             )
-        dangerous = [p for _, p in _shell.file_paths(command) if self._is_dangerous_path(p)]
+        targets = [p for _, p in _shell.file_paths(command)]
+        # Resolving paths (symlinks) touches the file system: in a worker thread.
+        dangerous = await trio.to_thread.run_sync(
+            lambda: [p for p in targets if self._is_dangerous_path(p)]
+        )
         if dangerous:
             return _safety_ask(
                 "Permission required: Bash command operates on sensitive paths: "
@@ -184,11 +188,12 @@ class Bash(ToolBase):
             )
         if context.mode in (PermissionMode.ACCEPT_EDITS, PermissionMode.DONT_ASK):
             base = command.split()[0]
-            targets = [p for _, p in _shell.file_paths(command)]
             if (
                 base in FILESYSTEM_COMMANDS
                 and targets
-                and all(self._path_in_allowed_working_path(p, context) for p in targets)
+                and await trio.to_thread.run_sync(
+                    lambda: all(self._path_in_allowed_working_path(p, context) for p in targets)
+                )
             ):
                 return PermissionDecision(
                     behavior=PermissionBehavior.ALLOW,

@@ -144,7 +144,7 @@ class EditingTool(PathRuleTool):
             return PermissionDecision(
                 behavior=PermissionBehavior.PASSTHROUGH, message="No file path provided"
             )
-        if self._is_dangerous_path(file_path):
+        if await trio.to_thread.run_sync(self._is_dangerous_path, file_path):
             return PermissionDecision(
                 behavior=PermissionBehavior.ASK,
                 message=f"Permission required: {self.verb} operation on sensitive file {file_path}",
@@ -154,7 +154,7 @@ class EditingTool(PathRuleTool):
         if context.mode in (
             PermissionMode.ACCEPT_EDITS,
             PermissionMode.DONT_ASK,
-        ) and self._path_in_allowed_working_path(file_path, context):
+        ) and await trio.to_thread.run_sync(self._path_in_allowed_working_path, file_path, context):
             verb = "writing" if self.verb == "Write" else "editing"
             return PermissionDecision(
                 behavior=PermissionBehavior.ALLOW,
