@@ -130,9 +130,15 @@ class Reasoner:
         self._system_prompt = Chain(prompt_layers, _prompt_core)
 
     async def model_input(self, tools: ReplyTools) -> ModelInput:
-        """Build the input of the next model call (``on_system_prompt`` runs here, once)."""
+        """Build the input of the next model call.
+
+        The system prompt is the agent's, then the toolkit's listing of the skills visible in
+        the active groups, then the ``on_system_prompt`` transformers (run here, once).
+        """
         agent = self._agent
-        prompt = agent.system_prompt
+        groups = agent.state.tool_context.activated_groups
+        skills = await tools.toolkit.get_skill_instructions(groups)
+        prompt = "\n".join(part for part in (agent.system_prompt, skills) if part)
         if self._system_prompt.layers:
             prompt = await self._system_prompt.result({"prompt": prompt})
         schemas = tools.get_tool_schemas(agent.state.tool_context.activated_groups)

@@ -9,13 +9,12 @@ Save and restore with :mod:`trioagent.serialization`::
 from __future__ import annotations
 
 import copy
-import enum
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from .._core.ids import generate_id, generate_timestamp
+from .._core.ids import generate_id
 from ..message import (
     ContentBlock,
     DataBlock,
@@ -27,6 +26,7 @@ from ..message import (
 )
 from ..permission import PermissionContext
 from ..serialization import converter
+from ..tool import ReadCacheEntry, Task, TaskContext, TaskState, ToolContext
 
 __all__ = [
     "AgentState",
@@ -51,50 +51,6 @@ class ReplyContext:
     cur_iter: int = 0
     structured_schema: Any = None
     structured_output: dict[str, Any] | None = None
-
-
-@attrs.define(kw_only=True)
-class ReadCacheEntry:
-    """A file the Read tool has seen (kept for parity with AgentScope's tool context)."""
-
-    file_path: str
-    lines: int = 0
-    bytes: int = 0
-    updated_at: str = attrs.field(factory=generate_timestamp)
-
-
-@attrs.define(kw_only=True)
-class ToolContext:
-    """Tool-side state: the file-read cache and the activated tool groups."""
-
-    max_cache_files: int = attrs.field(default=100, validator=attrs.validators.gt(1))
-    max_cache_bytes: int = attrs.field(default=25000, validator=attrs.validators.gt(10000))
-    read_file_cache: list[ReadCacheEntry] = attrs.field(factory=list)
-    activated_groups: list[str] = attrs.field(factory=list)
-
-
-class TaskState(enum.StrEnum):
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-
-
-@attrs.define(kw_only=True)
-class Task:
-    subject: str
-    description: str = ""
-    metadata: dict[str, Any] = attrs.field(factory=dict)
-    created_at: str = attrs.field(factory=generate_timestamp)
-    state: TaskState = attrs.field(default=TaskState.PENDING, converter=TaskState)
-    id: str = attrs.field(factory=generate_id)
-    owner: str | None = None
-    blocks: list[str] = attrs.field(factory=list)
-    blocked_by: list[str] = attrs.field(factory=list)
-
-
-@attrs.define(kw_only=True)
-class TaskContext:
-    tasks: list[Task] = attrs.field(factory=list)
 
 
 @attrs.define(kw_only=True)

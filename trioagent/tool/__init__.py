@@ -1,4 +1,6 @@
-"""Tools: the tool protocol, function tools, the toolkit, results and tool middlewares.
+"""Tools: the tool protocol, function tools, the toolkit, results and tool middlewares, skills
+in the toolkit, and the built-in tools (``Bash``, ``Read``, ``Write``, ``Edit``, ``Glob``,
+``Grep``, ``AskUser`` and the task tools).
 
 Tools stream by awaiting an injected ``emit`` (there are no async generators in trioagent);
 middlewares run the inner layers with ``next_handler(sink=None, /, **overrides)``.
@@ -6,6 +8,20 @@ middlewares run the inner layers with ``next_handler(sink=None, /, **overrides)`
 
 from ..types import ToolChoice as ToolChoice
 from ._base import ToolBase as ToolBase, ToolMiddlewareBase as ToolMiddlewareBase
+from ._builtin import (
+    AskUser as AskUser,
+    AskUserAnswer as AskUserAnswer,
+    Bash as Bash,
+    Edit as Edit,
+    Glob as Glob,
+    Grep as Grep,
+    Read as Read,
+    TaskCreate as TaskCreate,
+    TaskGet as TaskGet,
+    TaskList as TaskList,
+    TaskUpdate as TaskUpdate,
+    Write as Write,
+)
 from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
 from ._mcp import (
@@ -19,11 +35,25 @@ from ._mcp import (
 )
 from ._middleware import ToolNextHandler as ToolNextHandler
 from ._response import Emit as Emit, ToolChunk as ToolChunk, ToolResponse as ToolResponse
+from ._skills import SkillViewer as SkillViewer
+from ._state import (
+    ReadCacheEntry as ReadCacheEntry,
+    Task as Task,
+    TaskContext as TaskContext,
+    TaskState as TaskState,
+    ToolContext as ToolContext,
+)
 from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 
 __all__ = [
+    "AskUser",
+    "AskUserAnswer",
+    "Bash",
+    "Edit",
     "Emit",
     "FunctionTool",
+    "Glob",
+    "Grep",
     "MCPCallError",
     "MCPCallResult",
     "MCPConnection",
@@ -31,14 +61,26 @@ __all__ = [
     "MCPToolSource",
     "MCPToolSpec",
     "ProgressCallback",
+    "Read",
+    "ReadCacheEntry",
     "ResetTools",
+    "SkillViewer",
+    "Task",
+    "TaskContext",
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskState",
+    "TaskUpdate",
     "ToolBase",
     "ToolChoice",
     "ToolChunk",
+    "ToolContext",
     "ToolGroup",
     "ToolMiddlewareBase",
     "ToolNextHandler",
     "ToolResponse",
     "Toolkit",
     "ToolkitMiddleware",
+    "Write",
 ]

@@ -27,7 +27,6 @@ import functools
 import os
 import re
 from collections.abc import Mapping
-from typing import ClassVar
 
 import jsonschema
 
@@ -152,8 +151,8 @@ class ToolBase:
     background_after: float | None = None
     is_mcp: bool = False
     mcp_name: str | None = None
-    dangerous_files: ClassVar[tuple[str, ...]] = DANGEROUS_FILES
-    dangerous_directories: ClassVar[tuple[str, ...]] = DANGEROUS_DIRECTORIES
+    dangerous_files: tuple[str, ...] = DANGEROUS_FILES
+    dangerous_directories: tuple[str, ...] = DANGEROUS_DIRECTORIES
 
     def __init__(
         self,

@@ -16,9 +16,11 @@ from .._core.json_types import JSONObject, JSONValue
 from ..exception import DeveloperOrientedException
 from ..message import TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
+from ..skill import Skill, SkillLoaderBase
 from ._base import ToolBase
 from ._mcp import MCPToolSource
 from ._response import Emit, ToolChunk
+from ._skills import to_skill_sources
 
 __all__ = ["BASIC_GROUP", "ResetTools", "ToolGroup", "render_meta_tool_response"]
 
@@ -40,6 +42,9 @@ class ToolGroup:
     ``description`` (required except for ``"basic"``) tells the model when to activate the
     group; ``instructions`` are returned by ``reset_tools`` when the group is activated.
     ``mcps`` are MCP clients (``trioagent.mcp.MCPClient``) whose tools belong to the group.
+    ``skills_or_loaders`` are the group's skills: directory paths (each becomes a
+    :class:`~trioagent.skill.LocalSkillLoader`), :class:`~trioagent.skill.Skill` objects or
+    :class:`~trioagent.skill.SkillLoaderBase` loaders (anything else: ``TypeError``).
     """
 
     name: str
@@ -47,6 +52,9 @@ class ToolGroup:
     instructions: str | None = None
     tools: list[ToolBase] = attrs.field(factory=list, converter=_copy_tools)
     mcps: list[MCPToolSource] = attrs.field(factory=list, converter=_copy_mcps)
+    skills_or_loaders: list[Skill | SkillLoaderBase] = attrs.field(
+        factory=list, converter=to_skill_sources
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.name != BASIC_GROUP and self.description is None:

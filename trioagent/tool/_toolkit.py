@@ -33,6 +33,7 @@ from ..exception import (
 )
 from ..message import ToolCallBlock
 from ..permission import PermissionDecision
+from ..skill import Skill
 from ._base import ToolBase, ToolMiddlewareBase
 from ._function import FunctionTool
 from ._group import (
@@ -47,6 +48,13 @@ from ._mcp import MCPToolSource, check_sources_connected, list_source_tools
 from ._middleware import ToolItem, ToolNextHandler, returning_layer, run_returning
 from ._response import Emit, ToolChunk, ToolResponse, error_chunk
 from ._schema import remove_title_field
+from ._skills import (
+    SkillSource,
+    SkillViewer,
+    collect_skills,
+    render_skill_instructions,
+    to_skill_sources,
+)
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
 
@@ -75,6 +83,9 @@ class Toolkit:
         meta_tool_response: renders ``reset_tools``' answer from the activated groups.
         default_permission: the permission of the functions :meth:`register_function` wraps
             when it is given none (``None``: such a tool asks the user before every call).
+        skills_or_loaders: skills of the ``"basic"`` group (see :class:`ToolGroup`).
+        skill_instructions: renders the system-prompt section listing the visible skills
+            from the skills and the viewer tool's name.
 
     Raises:
         ValueError: a user group named ``"basic"``, duplicate group names, a tool with an
@@ -90,6 +101,8 @@ class Toolkit:
         *,
         mcps: Sequence[MCPToolSource] | None = None,
         default_permission: PermissionDecision | None = None,
+        skills_or_loaders: Sequence[SkillSource] | None = None,
+        skill_instructions: Callable[[Sequence[Skill], str], str] = render_skill_instructions,
     ) -> None:
         self.default_permission = default_permission
         groups = list(tool_groups or [])
@@ -98,7 +111,12 @@ class Toolkit:
                 "The 'basic' tool group is reserved for the default tool group; pass its tools "
                 "with the `tools` argument."
             )
-        basic = ToolGroup(BASIC_GROUP, tools=list(tools or []), mcps=list(mcps or []))
+        basic = ToolGroup(
+            BASIC_GROUP,
+            tools=list(tools or []),
+            mcps=list(mcps or []),
+            skills_or_loaders=skills_or_loaders,
+        )
         check_sources_connected(basic.mcps)
         self.tool_groups: list[ToolGroup] = [basic]
         for group in groups:
@@ -110,6 +128,8 @@ class Toolkit:
         for middleware in middlewares or []:
             self.register_middleware(middleware)
         self.meta_tool = ResetTools(self.tool_groups, meta_tool_response)
+        self.skill_viewer = SkillViewer(self.list_skills)
+        self._skill_instructions = skill_instructions
 
     # -- registration ------------------------------------------------------------------------
 
@@ -251,13 +271,17 @@ class Toolkit:
     ) -> dict[str, tuple[ToolBase, str]]:
         """``name → (tool, group name)`` for ``"basic"`` plus ``groups``, in schema order.
 
-        ``reset_tools`` comes first whenever there is a group besides ``"basic"``.  Each
-        group's own tools come before its MCP clients' tools (an MCP client that cannot list
-        its tools is logged and skipped).  A later tool with the same name replaces an earlier
-        one (keeping its position).
+        The ``Skill`` viewer comes first whenever one of these groups has skills (sources:
+        a loader that finds nothing still counts), then ``reset_tools`` whenever there is a
+        group besides ``"basic"``.  Each group's own tools come before its MCP clients' tools
+        (an MCP client that cannot list its tools is logged and skipped).  A later tool with
+        the same name replaces an earlier one (keeping its position).
         """
         wanted = {BASIC_GROUP, *(groups or ())}
         tools: dict[str, tuple[ToolBase, str]] = {}
+        with_skills = [g.name for g in self.tool_groups if g.name in wanted and g.skills_or_loaders]
+        if with_skills:
+            tools[self.skill_viewer.name] = (self.skill_viewer, with_skills[0])
         if any(group.name != BASIC_GROUP for group in self.tool_groups):
             tools[self.meta_tool.name] = (self.meta_tool, BASIC_GROUP)
         for group in self.tool_groups:
@@ -268,6 +292,38 @@ class Toolkit:
 
     def _all_tools(self) -> dict[str, tuple[ToolBase, str]]:
         return self.available_tools([g.name for g in self.tool_groups])
+
+    # -- skills ------------------------------------------------------------------------------
+
+    def add_skills(self, skills: Sequence[SkillSource], group_name: str = BASIC_GROUP) -> None:
+        """Add skills (paths, :class:`~trioagent.skill.Skill` objects or loaders) to a group.
+
+        Raises:
+            ValueError: no such group.
+            TypeError: an item is none of those.
+        """
+        self._group(group_name).skills_or_loaders.extend(to_skill_sources(skills))
+
+    async def list_skills(self, groups: Sequence[str] | None = None) -> dict[str, Skill]:
+        """The skills visible with ``groups`` active (``"basic"`` always), by name."""
+        wanted = {BASIC_GROUP, *(groups or ())}
+        return await collect_skills(
+            [(g.name, list(g.skills_or_loaders)) for g in self.tool_groups if g.name in wanted]
+        )
+
+    async def get_skill_instructions(
+        self, activated_groups: Sequence[str] | None = None
+    ) -> str | None:
+        """The system-prompt section listing the visible skills, or ``None`` without any.
+
+        ``activated_groups=None`` means every group.
+        """
+        if activated_groups is None:
+            activated_groups = [g.name for g in self.tool_groups]
+        skills = await self.list_skills(activated_groups)
+        if not skills:
+            return None
+        return self._skill_instructions(list(skills.values()), self.skill_viewer.name)
 
     def get_tool(self, name: str) -> ToolBase | None:
         """The tool named ``name`` in any group, active or not, or ``None``."""
