@@ -19,6 +19,7 @@ from typing import ClassVar, Literal, Protocol, TypeVar, Unpack
 import attrs
 import trio
 
+from .._core.concurrency import hand_over
 from .._core.json_types import JSONObject
 from .._http import (
     ServerSentEvent,
@@ -269,7 +270,7 @@ class MessagesAPIModel(ProviderChatModel[CredentialT, MessagesParametersT]):
                 redact=self._redact,
             )
             for chunk in chunks:
-                await send.send(chunk)
+                await hand_over(send, chunk)
             return parser.done
 
         if not await stream_sse(

@@ -40,6 +40,7 @@ import attrs
 import httpx
 import trio
 
+from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -420,7 +421,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
                 redact=self._redact,
             )
             if delta is not None:
-                await send.send(delta)
+                await hand_over(send, delta)
             return False  # no terminator: the stream ends with the body
 
         await stream_sse(

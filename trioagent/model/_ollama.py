@@ -24,6 +24,7 @@ import attrs
 import httpx
 import trio
 
+from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -377,7 +378,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
                 text=line,
                 redact=self._redact,
             )
-            await send.send(delta)
+            await hand_over(send, delta)
             return bool(payload.get("done"))
 
         response = await self._send(request, stream=True)

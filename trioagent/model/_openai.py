@@ -20,6 +20,7 @@ import attrs
 import httpx
 import trio
 
+from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -429,14 +430,14 @@ async def stream_chat_completions(
             lambda: parser.parse(payload), unit="chunk", model=model, text=event.data, redact=redact
         )
         if delta is not None:
-            await send.send(delta)
+            await hand_over(send, delta)
         return False
 
     async def whole(payload: JSONObject) -> bool:
         if not isinstance(payload.get("choices"), list):
             return False  # not a completion: stream_sse raises with an excerpt
         response = _parse_completion(parser, payload, model=model, redact=redact)
-        await send.send(attrs.evolve(response, is_last=False))
+        await hand_over(send, attrs.evolve(response, is_last=False))
         return True
 
     if not await stream_sse(

@@ -20,6 +20,7 @@ from typing import ClassVar
 import attrs
 import trio
 
+from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -420,7 +421,7 @@ class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponsePara
                 redact=self._redact,
             )
             if delta is not None:
-                await send.send(delta)
+                await hand_over(send, delta)
             return parser.done
 
         finished = await stream_sse(
