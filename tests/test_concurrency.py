@@ -6,17 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 
-from trioagent._core.concurrency import (
-    hand_over,
-    is_cancellation,
-    reraise_unwrapped,
-    unwrap_group,
-)
+from trioagent._core.concurrency import is_cancellation, reraise_unwrapped, unwrap_group
 
 
 async def a_cancelled() -> trio.Cancelled:
@@ -168,40 +162,3 @@ async def test_is_cancellation_of_groups() -> None:
     )
     assert not is_cancellation(deep)
     assert not is_cancellation(ExceptionGroup("g", [ValueError()]))
-
-
-# -- hand_over ----------------------------------------------------------------------------------
-
-
-async def test_hand_over_with_room_passes_no_schedule_point() -> None:
-    send, receive = trio.open_memory_channel[int](3)
-    with trio.testing.assert_no_checkpoints():
-        for i in range(3):
-            await hand_over(send, i)
-    assert [receive.receive_nowait() for _ in range(3)] == [0, 1, 2]
-
-
-async def test_hand_over_waits_for_room_when_the_buffer_is_full(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    send, receive = trio.open_memory_channel[int](1)
-    await hand_over(send, 1)
-    got: list[int] = []
-    async with trio.open_nursery() as nursery:
-
-        async def take_later() -> None:
-            await trio.sleep(1)
-            got.append(receive.receive_nowait())
-
-        nursery.start_soon(take_later)
-        with trio.testing.assert_checkpoints():
-            await hand_over(send, 2)  # blocks until take_later made room
-        assert got == [1]
-    assert receive.receive_nowait() == 2
-
-
-async def test_hand_over_to_a_closed_receiver_raises() -> None:
-    send, receive = trio.open_memory_channel[int](1)
-    receive.close()
-    with pytest.raises(trio.BrokenResourceError):
-        await hand_over(send, 1)

@@ -77,6 +77,7 @@ from trioagent.model import (
     ChatModelBase,
     ChatResponse,
     ChatUsage,
+    ChunkSink,
     OpenAIChatModel,
     StreamAccumulator,
     flatten_json_schema,
@@ -111,7 +112,7 @@ class FakeModel(ChatModelBase):
         self.attempts = list(attempts)
         self.calls: list[tuple[list[Msg], Any, Any]] = []
 
-    async def _run_steps(self, send: trio.MemorySendChannel[ChatResponse] | None) -> list[Any]:
+    async def _run_steps(self, send: ChunkSink | None) -> list[Any]:
         sent: list[Any] = []
         for step in self.attempts.pop(0):
             if isinstance(step, Exception):
@@ -129,7 +130,7 @@ class FakeModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         self.calls.append((messages, tools, tool_choice))
         await self._run_steps(send)
@@ -747,7 +748,7 @@ async def test_structured_output_explicit_tool_choice_and_no_think() -> None:
             messages: list[Msg],
             tools: list[dict[str, Any]] | None,
             tool_choice: ToolChoice | None,
-            send: trio.MemorySendChannel[ChatResponse],
+            send: ChunkSink,
         ) -> None:
             self.kwargs_seen.append(self._call_kwargs())
             await super()._stream_api(messages, tools, tool_choice, send)
@@ -1618,7 +1619,7 @@ class _UnredactedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         raise ModelUpstreamError(f"echo of {KEY}", status_code=500, code=f"c_{KEY}")
 

@@ -2,8 +2,10 @@
 
 Run by ``driver.py`` with the project's interpreter: ``python side_trioagent.py ROW[,ROW...]
 [--port N]`` prints one JSON object, row key -> value, for one round.  Same workloads as
-``side_agentscope.py``; each framework in its own idiom (a pass-through middleware is
-``await next_handler()`` here, ``async for ... yield`` there).
+``side_agentscope.py``; each framework in its own idiom: events reach the caller in its own
+task (``reply(on_event=...)`` here, iterating ``reply_stream()`` there; ``stream()``, the pull
+form, adds a task hop per event), and a pass-through middleware is ``await next_handler()``
+here, ``async for ... yield`` there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import trio
 from trioagent import AssistantMsg, UserMsg
 from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import OpenAICredential
-from trioagent.event import EventType
+from trioagent.event import AgentEvent, EventType
 from trioagent.middleware import MiddlewareBase
 from trioagent.model import ChatModelBase, ChatResponse, OpenAIChatModel
 from trioagent.permission import PermissionDecision
@@ -46,10 +48,7 @@ class ScriptModel(ScriptedModel):
             await super()._stream_api(messages, tools, tool_choice, send)
         else:
             for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
-                try:
-                    send.send_nowait(chunk)
-                except trio.WouldBlock:
-                    await send.send(chunk)
+                await send.send(chunk)  # no checkpoint between chunks: a burst
         if self.stall:
             await trio.sleep_forever()
 
@@ -132,9 +131,12 @@ def history(n: int) -> list[Any]:
 
 async def consume(agent: Agent, text: str = "go") -> int:
     count = 0
-    async with agent.stream(UserMsg("user", text)) as reply:
-        async for _ in reply:
-            count += 1
+
+    async def on_event(event: AgentEvent) -> None:
+        nonlocal count
+        count += 1
+
+    await agent.reply(UserMsg("user", text), on_event=on_event)
     return count
 
 
@@ -146,7 +148,7 @@ async def streamed(middlewares: int, yield_each: bool) -> float:
     for i in range(R.STREAM_REPLIES + 1):
         model.add_steps(text_step(R.STREAM_CHUNKS))
         agent.state.context = []
-        start = time.perf_counter()
+        start = R.clock()
         n = await consume(agent)
         if i:  # the first reply warms up
             total += R.elapsed(start)
@@ -161,7 +163,7 @@ async def tool_rounds(middlewares: int, calls: int, replies: int) -> float:
     for i in range(replies + 1):
         model.add_steps(tool_step(calls), text_step(1))
         agent.state.context = []
-        start = time.perf_counter()
+        start = R.clock()
         await consume(agent)
         if i:
             total += R.elapsed(start)
@@ -195,14 +197,17 @@ async def interrupts() -> dict[str, float]:
 
         async def consumer(ready: Any = ready, ended: list[float] = ended) -> None:
             deltas = 0
-            async with agent.stream(UserMsg("user", "go")) as reply:
-                async for event in reply:
-                    if event.type == EventType.TEXT_BLOCK_DELTA:
-                        deltas += 1
-                        if deltas == R.INTERRUPT_AFTER:
-                            ready.set()
-                    elif event.type == EventType.REPLY_END:
-                        ended.append(time.perf_counter())
+
+            async def on_event(event: AgentEvent) -> None:
+                nonlocal deltas
+                if event.type == EventType.TEXT_BLOCK_DELTA:
+                    deltas += 1
+                    if deltas == R.INTERRUPT_AFTER:
+                        ready.set()
+                elif event.type == EventType.REPLY_END:
+                    ended.append(time.perf_counter())
+
+            await agent.reply(UserMsg("user", "go"), on_event=on_event)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consumer)
@@ -227,7 +232,7 @@ async def short_replies(history_size: int, replies: int) -> float:
     for i in range(replies + 1):
         model.add_steps(text_step(R.SHORT_CHUNKS))
         agent.state.context = list(past)
-        start = time.perf_counter()
+        start = R.clock()
         await consume(agent)
         if i:
             total += R.elapsed(start)
@@ -243,10 +248,13 @@ async def http_cpu(port: int) -> float:
 
         async def one(agent: Agent) -> None:
             deltas = 0
-            async with agent.stream(UserMsg("user", "go")) as reply:
-                async for event in reply:
-                    if event.type == EventType.TEXT_BLOCK_DELTA:
-                        deltas += 1
+
+            async def on_event(event: AgentEvent) -> None:
+                nonlocal deltas
+                if event.type == EventType.TEXT_BLOCK_DELTA:
+                    deltas += 1
+
+            await agent.reply(UserMsg("user", "go"), on_event=on_event)
             counts.append(deltas)
 
         start = time.process_time()

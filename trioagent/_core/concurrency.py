@@ -6,33 +6,16 @@ expects, so hooks and callers can keep using plain ``except ModelError:``.
 
 from __future__ import annotations
 
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 import trio
 
 __all__ = [
-    "hand_over",
     "is_cancellation",
     "raise_as_is",
     "reraise_unwrapped",
     "unwrap_group",
 ]
-
-
-T = TypeVar("T")
-
-
-async def hand_over(send: trio.MemorySendChannel[T], item: T) -> None:
-    """Put ``item`` into ``send``: at once while the buffer has room, else wait for room.
-
-    A reader handing over the deltas it parsed from one socket read this way wakes its
-    receiver once for all of them, instead of passing a schedule point per delta; the reader
-    still checkpoints at its next read.
-    """
-    try:
-        send.send_nowait(item)
-    except trio.WouldBlock:
-        await send.send(item)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -3,7 +3,6 @@ agent-level retries and the fallback model."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -13,6 +12,7 @@ import trio
 
 from .._core.chain import Chain, Kwargs, Layer, NextHandler
 from .._core.concurrency import is_cancellation
+from .._core.copying import deep_copy
 from .._core.emit import Emit
 from .._core.ids import generate_timestamp
 from ..event import (
@@ -227,7 +227,7 @@ class Reasoner:
             await emit(
                 AssistantMsg(
                     agent.name,
-                    copy.deepcopy(list(content)),
+                    deep_copy(list(content)),
                     id=agent.state.reply_id,
                     finished_at=generate_timestamp(),
                     finished_reason=ReplyFinishedReason.COMPLETED,
@@ -246,7 +246,7 @@ class Reasoner:
         agent = self._agent
         usage = response.usage
         blocks = [
-            copy.deepcopy(b)
+            deep_copy(b)
             for b in response.content
             if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
         ]

@@ -24,7 +24,6 @@ import attrs
 import httpx
 import trio
 
-from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -46,6 +45,7 @@ from ..exception import ModelError, ModelStreamError
 from ..formatter import OllamaChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
+from ._base import ChunkSink
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import ProviderChatModel, ProviderOptions
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -352,7 +352,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())
@@ -378,7 +378,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
                 text=line,
                 redact=self._redact,
             )
-            await hand_over(send, delta)
+            await send.send(delta)
             return bool(payload.get("done"))
 
         response = await self._send(request, stream=True)

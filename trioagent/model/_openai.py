@@ -20,7 +20,6 @@ import attrs
 import httpx
 import trio
 
-from .._core.concurrency import hand_over
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject, JSONValue
 from .._http import (
@@ -41,6 +40,7 @@ from ..formatter import OpenAIChatFormatter
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
 from ._accumulator import wav_header
+from ._base import ChunkSink
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import CredentialT, ParametersT, ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -301,7 +301,7 @@ class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         await stream_chat_completions(
@@ -400,7 +400,7 @@ async def stream_chat_completions(
     client: httpx.AsyncClient,
     request: httpx.Request,
     parser: OpenAIStreamParser,
-    send: trio.MemorySendChannel[ChatResponse],
+    send: ChunkSink,
     *,
     model: str,
     redact: Redact,
@@ -430,14 +430,14 @@ async def stream_chat_completions(
             lambda: parser.parse(payload), unit="chunk", model=model, text=event.data, redact=redact
         )
         if delta is not None:
-            await hand_over(send, delta)
+            await send.send(delta)
         return False
 
     async def whole(payload: JSONObject) -> bool:
         if not isinstance(payload.get("choices"), list):
             return False  # not a completion: stream_sse raises with an excerpt
         response = _parse_completion(parser, payload, model=model, redact=redact)
-        await hand_over(send, attrs.evolve(response, is_last=False))
+        await send.send(attrs.evolve(response, is_last=False))
         return True
 
     if not await stream_sse(

@@ -7,18 +7,16 @@ would produce, without a network.
 
 from __future__ import annotations
 
-import copy
-import enum
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, TypeAlias
 
 import attrs
 import trio
 
-from .._core.concurrency import hand_over
+from .._core.copying import deep_copy
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..model import ChatModelBase, ChatResponse, ChatUsage, StreamAccumulator
+from ..model import ChatModelBase, ChatResponse, ChatUsage, ChunkSink, StreamAccumulator
 from ..types import ToolChoice, generate_id
 
 __all__ = [
@@ -34,49 +32,6 @@ __all__ = [
 Step: TypeAlias = (
     ChatResponse | Sequence[ChatResponse] | BaseException | Callable[["ScriptedRequest"], Any]
 )
-
-
-_ATOMIC = (str, int, float, type(None), enum.Enum)
-
-
-_set = object.__setattr__
-_T = TypeVar("_T")
-
-
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
-
-
-def _attrs_fields(cls: type) -> tuple[str, ...] | None:
-    try:
-        return _FIELDS[cls]
-    except KeyError:
-        names = tuple(f.name for f in attrs.fields(cls)) if attrs.has(cls) else None
-        _FIELDS[cls] = names
-        return names
-
-
-def snapshot(value: _T) -> _T:
-    """A deep copy of messages, blocks and JSON-like values, several times faster than
-    ``copy.deepcopy`` (no memo: these values hold no cycles); other objects are deep-copied."""
-    return cast(_T, _copy(value))
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, _ATOMIC):
-        return value
-    cls = type(value)
-    if cls is list:
-        return [v if isinstance(v, _ATOMIC) else _copy(v) for v in value]
-    if cls is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    names = _attrs_fields(cls)
-    if names is None or hasattr(value, "__dict__"):
-        return copy.deepcopy(value)
-    new = object.__new__(cls)
-    for name in names:
-        field = getattr(value, name)
-        _set(new, name, field if isinstance(field, _ATOMIC) else _copy(field))
-    return new
 
 
 class ScriptError(AssertionError):
@@ -160,7 +115,7 @@ class ScriptedModel(ChatModelBase):
     ) -> list[ChatResponse] | ChatResponse:
         self._calls += 1
         if self.record_requests:
-            request = ScriptedRequest(snapshot(list(messages)), snapshot(tools), tool_choice)
+            request = ScriptedRequest(deep_copy(list(messages)), deep_copy(tools), tool_choice)
             self.requests.append(request)
         else:
             request = ScriptedRequest(list(messages), tools, tool_choice)
@@ -190,14 +145,16 @@ class ScriptedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         step = await self._next_step(messages, tools, tool_choice)
         # A whole response streams as one delta; scripted chunks stream as they are.
         chunks = [attrs.evolve(step, is_last=False)] if isinstance(step, ChatResponse) else step
+        # The request: a provider's stream waits for its response before the first delta.
+        await trio.lowlevel.checkpoint()
         for chunk in chunks:
             await self._pause()
-            await hand_over(send, chunk)  # the accumulator never mutates the chunks it is given
+            await send.send(chunk)  # the accumulator never mutates the chunks it is given
 
     async def _call_api(
         self,
@@ -208,13 +165,13 @@ class ScriptedModel(ChatModelBase):
         step = await self._next_step(messages, tools, tool_choice)
         await self._pause()
         if isinstance(step, ChatResponse):
-            return snapshot(step)
+            return deep_copy(step)
         acc = StreamAccumulator()
         usage: ChatUsage | None = None
         for chunk in step:
             if chunk.is_last:
-                return snapshot(chunk)
-            acc.add(snapshot(chunk))
+                return deep_copy(chunk)
+            acc.add(deep_copy(chunk))
             usage = chunk.usage or usage
         return acc.build()
 
