@@ -424,6 +424,57 @@ async def test_emit_error_propagates_unwrapped() -> None:
         await model(MSGS, emit=broken)
 
 
+class _Spawns(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.spawned: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned.append(task.name)
+
+
+async def test_the_stream_runs_in_the_calls_task_each_delta_emitted_before_the_next() -> None:
+    order: list[str] = []
+
+    class Recording(FakeModel):
+        async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+            for text in ("a", "b"):
+                order.append(f"send {text}")
+                await send.send(delta(TextBlock(text=text, id="T")))
+                order.append(f"sent {text}")
+
+    async def sink(chunk: ChatResponse) -> None:
+        order.append(f"emit {texts(chunk)[0]}")
+
+    spawns = _Spawns()
+    trio.lowlevel.add_instrument(spawns)
+    try:
+        final = await Recording([])(MSGS, emit=sink)
+    finally:
+        trio.lowlevel.remove_instrument(spawns)
+    assert texts(final) == ["ab"]
+    assert spawns.spawned == []  # no reader task
+    assert order == ["send a", "emit a", "sent a", "send b", "emit b", "sent b"]
+
+
+async def test_a_consumer_error_reaches_the_provider_at_its_send_and_unwinds_it() -> None:
+    seen: list[BaseException] = []
+
+    class Closing(FakeModel):
+        async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+            try:
+                await send.send(delta(TextBlock(text="a", id="T")))
+            except BaseException as exc:  # the provider's response would be closed here
+                seen.append(exc)
+                raise
+
+    async def broken(chunk: ChatResponse) -> None:
+        raise KeyError("consumer bug")
+
+    with pytest.raises(KeyError, match="consumer bug"):
+        await Closing([])(MSGS, emit=broken)
+    assert [type(e) for e in seen] == [KeyError]
+
+
 async def test_provider_bug_propagates_unwrapped() -> None:
     model = FakeModel([[ZeroDivisionError("parser bug")]])
 
