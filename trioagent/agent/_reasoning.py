@@ -189,10 +189,9 @@ class Reasoner:
                 model_input.messages(), model_input.tools, kwargs.get("tool_choice"), model_sink
             )
         except BaseException as exc:
-            with trio.CancelScope(shield=True) as cleanup:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
                 # Shielded so open blocks are closed and the partial response saved while the
                 # reply is cancelled; bounded by react_config.interrupt_grace.
-                cleanup.deadline = trio.current_time() + grace
                 for event in converter.finish():
                     await emit(event)
                 if is_cancellation(exc):
@@ -209,11 +208,10 @@ class Reasoner:
                 "Model returned an empty streaming response: no is_last=True chunk was "
                 "received. A model or on_model_call middleware must end with a complete response."
             )
-        with trio.CancelScope(shield=True) as finishing:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
             # Shielded so a cancellation landing here cannot split the finished call between
             # what the consumer saw and what the context holds; bounded by
             # react_config.interrupt_grace.
-            finishing.deadline = trio.current_time() + grace
             for event in converter.finish():
                 await emit(event)
             await self._end_model_call(emit, completed)
