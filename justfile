@@ -34,3 +34,8 @@ bench:
 # the example suite against the embedded local model server
 examples:
     python -m trioagent examples
+
+# trioagent against AgentScope 2.0.11, side by side (installs AgentScope into benchmarks/.venv-agentscope)
+bench-peers *ARGS:
+    sh benchmarks/peers/install_agentscope.sh
+    python benchmarks/peers/driver.py {{ARGS}}

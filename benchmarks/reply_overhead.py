@@ -82,16 +82,13 @@ class Observer(PassThrough):
 
 
 class ZeroLatencyModel(ScriptedModel):
-    """Streams its script as fast as the channel takes it: no pause between chunks, the way a
-    provider's reader hands over a burst of SSE events parsed from one network read."""
+    """Streams its script without a schedule point between chunks, the way a provider hands
+    over a burst of SSE events parsed from one network read."""
 
     async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
         step = await self._next_step(messages, tools, tool_choice)
         for chunk in step:
-            try:
-                send.send_nowait(chunk)
-            except trio.WouldBlock:
-                await send.send(chunk)
+            await send.send(chunk)
 
 
 def make_agent(middlewares: list[MiddlewareBase]) -> Agent:

@@ -30,7 +30,7 @@ from trioagent.message import (
     URLSource,
     UserMsg,
 )
-from trioagent.model import ChatModelBase, ChatResponse, ChatUsage, StreamAccumulator
+from trioagent.model import ChatModelBase, ChatResponse, ChatUsage, ChunkSink, StreamAccumulator
 from trioagent.model._accumulator import patch_wav_header, wav_header
 from trioagent.model._openai import OpenAIStreamParser
 from trioagent.permission import PermissionRule
@@ -667,7 +667,7 @@ class GatedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         for step in self.script:
             if isinstance(step, ChatResponse):
@@ -813,7 +813,7 @@ async def test_cancel_while_the_consumer_handles_a_delta() -> None:
     assert last.finished_reason == FinishedReason.INTERRUPTED
 
 
-async def test_cancel_while_the_provider_waits_on_a_full_channel() -> None:
+async def test_cancel_while_the_provider_waits_on_the_consumer() -> None:
     chunks = [delta(text(str(i % 10))) for i in range(200)]
     model = GatedModel(chunks, finish=True)
     sink = Sink(block_on=1)
@@ -822,7 +822,9 @@ async def test_cancel_while_the_provider_waits_on_a_full_channel() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(model, MSGS, None, None, sink)
             await trio.testing.wait_all_tasks_blocked()
-            assert 1 < model.sent < len(chunks)  # backpressure: the reader is stuck in send
+            # No read-ahead: the provider's send returns once the delta was emitted, so the
+            # provider waits on the blocked consumer with the first delta in flight.
+            assert model.sent == 0
             scope.cancel()
 
     assert scope.cancelled_caught

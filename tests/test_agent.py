@@ -1568,3 +1568,22 @@ def test_the_agent_refuses_arguments_of_the_wrong_kind() -> None:
         Agent("a", "", ScriptedModel(), toolkit=[len])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="system_prompt must be a str"):
         Agent("a", None, ScriptedModel())  # type: ignore[arg-type]
+
+
+async def test_the_on_event_check_is_cached_per_code_but_still_refuses_a_bad_callback() -> None:
+    from trioagent._core import callables
+
+    agent, _ = make_agent([text_chunks("a"), text_chunks("b")])
+    for _ in range(2):  # a new closure per call, from the same code: checked once
+
+        async def on_event(event: Any) -> None: ...
+
+        await agent.reply(user(), on_event=on_event)
+    keys = [k for k in callables._PASSED if k[0] is on_event.__code__]
+    assert len(keys) == 1
+
+    async def two(event: Any, extra: Any) -> None: ...
+
+    for _ in range(2):  # a failing check is never cached
+        with pytest.raises(TypeError, match=r"cannot be called with 1 argument"):
+            await agent.reply(user(), on_event=two)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import trio
 import trio.lowlevel
+import trio.testing
 
 from trioagent._core.concurrency import is_cancellation, reraise_unwrapped, unwrap_group
 

@@ -170,7 +170,15 @@ _OUTSIDE_DOCS = re.compile(
 )
 #: A relative link of a Markdown document: ``[text](path)``, not a URL or an anchor.
 _MD_LINK = re.compile(r"\[[^\]]*\]\((?!https?://|mailto:|#)([^)\s]+)\)")
-_SKIPPED_DIRS = {".git", "__pycache__", "build", "dist", ".mypy_cache", ".ruff_cache"}
+_SKIPPED_DIRS = {
+    ".git",
+    "__pycache__",
+    "build",
+    "dist",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".venv-agentscope",  # the git-ignored venv of the peer benchmark
+}
 
 
 def _repository_files() -> list[pathlib.Path]:

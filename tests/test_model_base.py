@@ -77,6 +77,7 @@ from trioagent.model import (
     ChatModelBase,
     ChatResponse,
     ChatUsage,
+    ChunkSink,
     OpenAIChatModel,
     StreamAccumulator,
     flatten_json_schema,
@@ -111,7 +112,7 @@ class FakeModel(ChatModelBase):
         self.attempts = list(attempts)
         self.calls: list[tuple[list[Msg], Any, Any]] = []
 
-    async def _run_steps(self, send: trio.MemorySendChannel[ChatResponse] | None) -> list[Any]:
+    async def _run_steps(self, send: ChunkSink | None) -> list[Any]:
         sent: list[Any] = []
         for step in self.attempts.pop(0):
             if isinstance(step, Exception):
@@ -129,7 +130,7 @@ class FakeModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         self.calls.append((messages, tools, tool_choice))
         await self._run_steps(send)
@@ -421,6 +422,57 @@ async def test_emit_error_propagates_unwrapped() -> None:
 
     with pytest.raises(KeyError, match="consumer bug"):
         await model(MSGS, emit=broken)
+
+
+class _Spawns(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.spawned: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned.append(task.name)
+
+
+async def test_the_stream_runs_in_the_calls_task_each_delta_emitted_before_the_next() -> None:
+    order: list[str] = []
+
+    class Recording(FakeModel):
+        async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+            for text in ("a", "b"):
+                order.append(f"send {text}")
+                await send.send(delta(TextBlock(text=text, id="T")))
+                order.append(f"sent {text}")
+
+    async def sink(chunk: ChatResponse) -> None:
+        order.append(f"emit {texts(chunk)[0]}")
+
+    spawns = _Spawns()
+    trio.lowlevel.add_instrument(spawns)
+    try:
+        final = await Recording([])(MSGS, emit=sink)
+    finally:
+        trio.lowlevel.remove_instrument(spawns)
+    assert texts(final) == ["ab"]
+    assert spawns.spawned == []  # no reader task
+    assert order == ["send a", "emit a", "sent a", "send b", "emit b", "sent b"]
+
+
+async def test_a_consumer_error_reaches_the_provider_at_its_send_and_unwinds_it() -> None:
+    seen: list[BaseException] = []
+
+    class Closing(FakeModel):
+        async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+            try:
+                await send.send(delta(TextBlock(text="a", id="T")))
+            except BaseException as exc:  # the provider's response would be closed here
+                seen.append(exc)
+                raise
+
+    async def broken(chunk: ChatResponse) -> None:
+        raise KeyError("consumer bug")
+
+    with pytest.raises(KeyError, match="consumer bug"):
+        await Closing([])(MSGS, emit=broken)
+    assert [type(e) for e in seen] == [KeyError]
 
 
 async def test_provider_bug_propagates_unwrapped() -> None:
@@ -747,7 +799,7 @@ async def test_structured_output_explicit_tool_choice_and_no_think() -> None:
             messages: list[Msg],
             tools: list[dict[str, Any]] | None,
             tool_choice: ToolChoice | None,
-            send: trio.MemorySendChannel[ChatResponse],
+            send: ChunkSink,
         ) -> None:
             self.kwargs_seen.append(self._call_kwargs())
             await super()._stream_api(messages, tools, tool_choice, send)
@@ -1618,7 +1670,7 @@ class _UnredactedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         raise ModelUpstreamError(f"echo of {KEY}", status_code=500, code=f"c_{KEY}")
 

@@ -78,6 +78,42 @@ async def test_records_every_request_as_a_deep_copy():
     assert (second.tools, second.tool_choice) == (None, None)
 
 
+async def test_the_request_copy_is_independent_down_to_nested_blocks():
+    call = ToolCallBlock(id="c1", name="t", input="{}")
+    conversation = [
+        UserMsg("user", "q"),
+        AssistantMsg("bot", [call]),
+    ]
+    conversation[1].metadata["tags"] = ["a"]
+    model = ScriptedModel([text_chunks("1")])
+    await model(conversation)
+    seen = model.requests[0].messages
+    assert seen == conversation
+    call.input = '{"x": 1}'
+    conversation[1].metadata["tags"].append("b")
+    conversation[1].content.append(TextBlock(text="later"))
+    assert [(b.id, b.input) for b in seen[1].content] == [("c1", "{}")]  # type: ignore[union-attr]
+    assert seen[1].metadata == {"tags": ["a"]}
+
+
+async def test_record_requests_false_keeps_no_copies_but_callables_see_the_request():
+    seen: list[ScriptedRequest] = []
+
+    def step(request: ScriptedRequest) -> list[ChatResponse]:
+        seen.append(request)
+        return text_chunks("ok")
+
+    model = ScriptedModel([step, text_chunks("2")], record_requests=False)
+    conversation = msgs("first")
+    await model(conversation, TOOLS)
+    await model(conversation)
+    assert model.requests == []
+    assert seen[0].messages[0] is conversation[0]  # the call's own messages, not a copy
+    assert seen[0].tools == TOOLS
+    with pytest.raises(ScriptError, match="call #3"):
+        await model(conversation)
+
+
 async def test_an_unexpected_call_is_a_script_error():
     model = ScriptedModel([text_chunks("only")])
     await model(msgs())

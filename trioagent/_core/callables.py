@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Sequence
 
 __all__ = ["require_async"]
+
+#: Plain functions already found fine, keyed by what their check depends on: a reply checks
+#: its ``on_event`` callback, often a closure made anew per call from the same code.
+_PASSED: dict[tuple[object, ...], None] = {}
+_PASSED_MAX = 1024
 
 
 def require_async(fn: object, what: str, params: Sequence[str]) -> None:
@@ -25,6 +31,28 @@ def require_async(fn: object, what: str, params: Sequence[str]) -> None:
         TypeError: ``fn`` is not callable, is a sync function or an async generator function,
             or its signature does not take those arguments.
     """
+    key = _cache_key(fn, params)
+    if key is not None and key in _PASSED:
+        return
+    _check(fn, what, params)
+    if key is not None:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        _PASSED[key] = None
+
+
+def _cache_key(fn: object, params: Sequence[str]) -> tuple[object, ...] | None:
+    """What the check of a plain function depends on (``None``: any other callable)."""
+    if type(fn) is not types.FunctionType:
+        return None
+    attributes = fn.__dict__
+    if "__wrapped__" in attributes or "__signature__" in attributes:
+        return None
+    kwdefaults = tuple(fn.__kwdefaults__ or ())
+    return (fn.__code__, len(fn.__defaults__ or ()), kwdefaults, tuple(params))
+
+
+def _check(fn: object, what: str, params: Sequence[str]) -> None:
     last = what.rsplit(".", 1)[-1]
     def_name = last if last.isidentifier() else what.split(" ", 1)[0]
     expected = f"async def {def_name}({', '.join(params)})"

@@ -381,10 +381,12 @@ class Agent:
                 if run.started and not run.parked and run.end is None:
                     # The end never reached the consumer (a middleware dropped an INTERRUPTED or
                     # ERROR end, or a layer died on the way out): deliver it directly.
-                    with trio.CancelScope(shield=True) as cleanup:
+                    with trio.CancelScope(
+                        shield=True,
+                        deadline=trio.current_time() + self.react_config.interrupt_grace,
+                    ):
                         # Shielded so the end is delivered during a cancellation; bounded by
                         # react_config.interrupt_grace.
-                        cleanup.deadline = trio.current_time() + self.react_config.interrupt_grace
                         reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
                         await run.deliver(self._end_event(run, reason, error))
                         await run.deliver(self._closing_msg(reason, error))
@@ -450,10 +452,11 @@ class Agent:
         error: BaseException | None,
     ) -> None:
         """Close unfinished tool calls, then emit the end event and the final Msg."""
-        with trio.CancelScope(shield=True) as cleanup:
+        with trio.CancelScope(
+            shield=True, deadline=trio.current_time() + self.react_config.interrupt_grace
+        ):
             # Shielded so the cleanup runs inside a cancelled scope; bounded by
             # react_config.interrupt_grace.
-            cleanup.deadline = trio.current_time() + self.react_config.interrupt_grace
             await ResultWriter(self.state, self.name).close_unfinished(emit, error)
             run.outcome = reason
             await emit(self._end_event(run, reason, error))

@@ -44,12 +44,27 @@ class ChunkConverter:
     def convert(self, chunk: ChatResponse) -> list[AgentEvent]:
         """Events for one delta chunk, in the order thinking, text, tool calls, data."""
         reply_id = self._reply_id
+        content = chunk.content
+        if (
+            len(content) == 1
+            and type(content[0]) is TextBlock
+            and self._text_id is not None
+            and self._thinking_id is None
+            and not self._tool_ids
+            and not self._data_ids
+        ):
+            # The common case, once per streamed token: one more delta of the open text block.
+            return [
+                TextBlockDeltaEvent(
+                    reply_id=reply_id, block_id=self._text_id, delta=content[0].text
+                )
+            ]
         events: list[AgentEvent] = []
         thinking: list[str] = []
         texts: list[str] = []
         calls: list[ToolCallBlock] = []
         data: list[DataBlock] = []
-        for block in chunk.content:  # one pass: this runs once per streamed token
+        for block in content:  # one pass
             if isinstance(block, TextBlock):
                 texts.append(block.text)
             elif isinstance(block, ThinkingBlock):

@@ -4,11 +4,11 @@ can."""
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 from collections.abc import Sequence
 from typing import get_args
 
+from .._core.copying import deep_copy
 from ..event import (
     AgentEvent,
     ExternalExecutionResultEvent,
@@ -130,7 +130,7 @@ def checked_copies(msgs: Sequence[Msg], label: str, patterns: Sequence[str] | No
     copies: list[Msg] = []
     for index, msg in enumerate(msgs):
         try:
-            copied = copy.deepcopy(msg)
+            copied = deep_copy(msg)
         except RecursionError:
             raise ValueError(
                 f"{_where(label, index, len(msgs))}: message {msg.id} is nested too deeply to copy"

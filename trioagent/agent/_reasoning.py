@@ -3,7 +3,6 @@ agent-level retries and the fallback model."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -13,6 +12,7 @@ import trio
 
 from .._core.chain import Chain, Kwargs, Layer, NextHandler
 from .._core.concurrency import is_cancellation
+from .._core.copying import deep_copy
 from .._core.emit import Emit
 from .._core.ids import generate_timestamp
 from ..event import (
@@ -195,10 +195,9 @@ class Reasoner:
                 model_input.messages(), model_input.tools, kwargs.get("tool_choice"), model_sink
             )
         except BaseException as exc:
-            with trio.CancelScope(shield=True) as cleanup:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
                 # Shielded so open blocks are closed and the partial response saved while the
                 # reply is cancelled; bounded by react_config.interrupt_grace.
-                cleanup.deadline = trio.current_time() + grace
                 for event in converter.finish():
                     await emit(event)
                 if is_cancellation(exc):
@@ -215,11 +214,10 @@ class Reasoner:
                 "Model returned an empty streaming response: no is_last=True chunk was "
                 "received. A model or on_model_call middleware must end with a complete response."
             )
-        with trio.CancelScope(shield=True) as finishing:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
             # Shielded so a cancellation landing here cannot split the finished call between
             # what the consumer saw and what the context holds; bounded by
             # react_config.interrupt_grace.
-            finishing.deadline = trio.current_time() + grace
             for event in converter.finish():
                 await emit(event)
             await self._end_model_call(emit, completed)
@@ -233,7 +231,7 @@ class Reasoner:
             await emit(
                 AssistantMsg(
                     agent.name,
-                    copy.deepcopy(list(content)),
+                    deep_copy(list(content)),
                     id=agent.state.reply_id,
                     finished_at=generate_timestamp(),
                     finished_reason=ReplyFinishedReason.COMPLETED,
@@ -252,7 +250,7 @@ class Reasoner:
         agent = self._agent
         usage = response.usage
         blocks = [
-            copy.deepcopy(b)
+            deep_copy(b)
             for b in response.content
             if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
         ]

@@ -11,7 +11,11 @@ from ._anthropic import (
     MiniMaxChatModel as MiniMaxChatModel,
     MiniMaxChatParameters as MiniMaxChatParameters,
 )
-from ._base import ChatModelBase as ChatModelBase, ChatModelOptions as ChatModelOptions
+from ._base import (
+    ChatModelBase as ChatModelBase,
+    ChatModelOptions as ChatModelOptions,
+    ChunkSink as ChunkSink,
+)
 from ._dashscope import (
     DashScopeChatModel as DashScopeChatModel,
     DashScopeChatParameters as DashScopeChatParameters,
@@ -65,6 +69,7 @@ __all__ = [
     "ChatModelOptions",
     "ChatResponse",
     "ChatUsage",
+    "ChunkSink",
     "DashScopeChatModel",
     "DashScopeChatParameters",
     "DeepSeekChatModel",

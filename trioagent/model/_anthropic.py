@@ -33,6 +33,7 @@ from ..formatter import AnthropicChatFormatter, MiniMaxChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
 from ._anthropic_stream import AnthropicStreamParser, stream_error
+from ._base import ChunkSink
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import CredentialT, ProviderChatModel, ProviderOptions
 from ._response import ChatResponse
@@ -254,7 +255,7 @@ class MessagesAPIModel(ProviderChatModel[CredentialT, MessagesParametersT]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)

@@ -1,9 +1,9 @@
 """``ChatModelBase``: the provider-independent half of every chat model.
 
-A provider implements two hooks — :meth:`ChatModelBase._stream_api` (send delta chunks over a
-memory channel) and :meth:`ChatModelBase._call_api` (return one complete response) — and the
-base class does the rest: tool-choice validation, the reader task and the streaming
-accumulator, retries with capped exponential backoff, the total deadline, and the
+A provider implements two hooks — :meth:`ChatModelBase._stream_api` (send delta chunks to a
+:class:`ChunkSink`) and :meth:`ChatModelBase._call_api` (return one complete response) — and
+the base class does the rest: tool-choice validation, the streaming accumulator (fed in the
+call's own task), retries with capped exponential backoff, the total deadline, and the
 INTERRUPTED partial response on cancellation.
 
 Calling a model::
@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from typing import ClassVar, TypedDict
+from typing import ClassVar, Protocol, TypedDict
 
 import attrs
 import httpx
@@ -53,15 +53,12 @@ from ._structured import (
     generate_structured_output,
 )
 
-__all__ = ["ChatModelBase", "ChatModelOptions"]
+__all__ = ["ChatModelBase", "ChatModelOptions", "ChunkSink"]
 
 logger = logging.getLogger("trioagent.model")
 
 _LITERAL_MODES = frozenset({"auto", "none", "required"})
 _DATA_BLOCK_TOKENS = 2000
-
-#: Chunks the provider's reader may parse ahead of the accumulator (bounded backpressure).
-_STREAM_BUFFER = 64
 
 
 class ChatModelOptions(TypedDict, total=False):
@@ -111,9 +108,23 @@ class _Call:
             await self.emit(chunk)
 
 
-@attrs.define(eq=False)
-class _ReaderOutcome:
-    error: Exception | None = None
+class ChunkSink(Protocol):
+    """Where a provider's stream sends its deltas: ``await send.send(chunk)``.
+
+    A ``ChunkSink`` is one (for a provider stream run by hand).
+    """
+
+    async def send(self, chunk: ChatResponse, /) -> None:
+        """Take one delta (``is_last=False``); returns once it was absorbed."""
+
+
+class _Absorber:
+    """The :class:`ChunkSink` of a call: a delta goes straight to the call's accumulator."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, call: _Call) -> None:
+        self.send = call.absorb
 
 
 class ChatModelBase(HTTPClientOwner):
@@ -222,13 +233,15 @@ class ChatModelBase(HTTPClientOwner):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         """Stream one call: send delta chunks (``is_last=False``; carriers allowed).
 
         Return when the stream ended properly; raise (a
-        :class:`~trioagent.exception.ModelError` for provider failures) otherwise.  Runs in a
-        reader task owned by the call; the channel is closed by the caller.
+        :class:`~trioagent.exception.ModelError` for provider failures) otherwise.  Runs in
+        the call's task: ``await send.send(chunk)`` returns once the chunk was absorbed (and
+        emitted), so an error or cancellation of the consumer can surface there; let it
+        propagate (close the response on the way out).
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement streaming")
 
@@ -413,43 +426,26 @@ class ChatModelBase(HTTPClientOwner):
         )
 
     async def _stream_once(self, call: _Call) -> ChatResponse:
-        """One streamed attempt: the provider's reader task feeds the accumulator."""
-        send, receive = trio.open_memory_channel[ChatResponse](_STREAM_BUFFER)
-        outcome = _ReaderOutcome()
+        """One streamed attempt: the provider's stream feeds the accumulator in this task.
+
+        No reader task: each delta the provider sends is absorbed (and emitted) before its
+        stream reads on, so a delta costs no task switch, and the stream's socket reads are
+        its schedule points.  A provider error propagates as raised; a cancellation lands in
+        whatever the call awaits (a read or the consumer), and the provider's stream closes
+        its response on the way out either way.
+        """
+        # A schedule point as the stream starts and one as it ends, whatever the provider
+        # does in between: a call can be cancelled before its request and after its last
+        # delta, also when the provider's stream never blocks.
+        await trio.lowlevel.checkpoint()
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._read_stream, call, send, outcome)
-                async with receive:
-                    async for chunk in receive:
-                        await call.absorb(chunk)
-                        # Take what the reader already parsed without a scheduling round per
-                        # chunk (an SSE read often carries many events).
-                        for _ in range(_STREAM_BUFFER):
-                            try:
-                                chunk = receive.receive_nowait()
-                            except (trio.WouldBlock, trio.EndOfChannel):
-                                break
-                            await call.absorb(chunk)
-        except BaseExceptionGroup as group:
+            await self._stream_api(call.messages, call.tools, call.tool_choice, _Absorber(call))
+        except BaseExceptionGroup as group:  # a nursery inside the provider's transport
             reraise_unwrapped(group)
-        if outcome.error is not None:
-            raise outcome.error
+        await trio.lowlevel.checkpoint()
         if call.final is not None:
             return call.final
         return call.acc.build()
-
-    async def _read_stream(
-        self,
-        call: _Call,
-        send: trio.MemorySendChannel[ChatResponse],
-        outcome: _ReaderOutcome,
-    ) -> None:
-        """The reader task: runs the provider stream; its error is handed to the call."""
-        async with send:
-            try:
-                await self._stream_api(call.messages, call.tools, call.tool_choice, send)
-            except Exception as exc:  # re-raised by _stream_once in the call's own task
-                outcome.error = exc
 
     # -- tool choice -----------------------------------------------------------------------
 

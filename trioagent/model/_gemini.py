@@ -59,6 +59,7 @@ from ..formatter import THOUGHT_SIGNATURE_PREFIX, GeminiChatFormatter
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
 from ._accumulator import StreamAccumulator
+from ._base import ChunkSink
 from ._gemini_schema import function_declaration, to_gemini_rest
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import ProviderChatModel, ProviderOptions
@@ -405,7 +406,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = GeminiStreamParser(trio.current_time())

@@ -45,6 +45,7 @@ from ..exception import ModelError, ModelStreamError
 from ..formatter import OllamaChatFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
+from ._base import ChunkSink
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import ProviderChatModel, ProviderOptions
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -351,7 +352,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())

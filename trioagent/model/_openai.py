@@ -40,6 +40,7 @@ from ..formatter import OpenAIChatFormatter
 from ..message import Base64Source, DataBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
 from ._accumulator import wav_header
+from ._base import ChunkSink
 from ._params import in_range, positive_or_none, present, select_tools
 from ._provider import CredentialT, ParametersT, ProviderChatModel
 from ._response import ChatResponse, ChatUsage, ResponseBlock
@@ -300,7 +301,7 @@ class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         await stream_chat_completions(
@@ -399,7 +400,7 @@ async def stream_chat_completions(
     client: httpx.AsyncClient,
     request: httpx.Request,
     parser: OpenAIStreamParser,
-    send: trio.MemorySendChannel[ChatResponse],
+    send: ChunkSink,
     *,
     model: str,
     redact: Redact,

@@ -37,6 +37,7 @@ from ..exception import ModelUpstreamError
 from ..formatter import OpenAIResponseFormatter
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import ToolChoice
+from ._base import ChunkSink
 from ._openai import ReasoningEffort, openai_headers
 from ._params import in_range, positive_or_none, present
 from ._provider import ProviderChatModel
@@ -400,7 +401,7 @@ class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponsePara
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OpenAIResponseStreamParser(trio.current_time())

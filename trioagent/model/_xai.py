@@ -30,6 +30,7 @@ from ..exception import ModelCredentialError, ModelError
 from ..formatter import XAIChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
+from ._base import ChunkSink
 from ._openai import ChatCompletionsModel, OpenAIStreamParser
 from ._params import in_range, positive_or_none, select_tools
 from ._response import ChatResponse, ChatUsage
@@ -159,7 +160,7 @@ class XAIChatModel(ChatCompletionsModel[XAICredential, XAIChatParameters]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         try:
             await super()._stream_api(messages, tools, tool_choice, send)

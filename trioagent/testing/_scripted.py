@@ -7,7 +7,6 @@ would produce, without a network.
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -15,8 +14,9 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
+from .._core.copying import deep_copy
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from ..model import ChatModelBase, ChatResponse, ChatUsage, StreamAccumulator
+from ..model import ChatModelBase, ChatResponse, ChatUsage, ChunkSink, StreamAccumulator
 from ..types import ToolChoice, generate_id
 
 __all__ = [
@@ -59,7 +59,9 @@ class ScriptedModel(ChatModelBase):
     * a callable of the :class:`ScriptedRequest` (sync or async) returning one of the above.
 
     ``chunk_delay`` sleeps between streamed chunks (use a ``MockClock`` in tests).  Every
-    request is recorded in :attr:`requests`.  A call with no step left raises
+    request is recorded in :attr:`requests` (a copy of the messages as the call saw them);
+    ``record_requests=False`` keeps none, for benchmarks and long scripted conversations,
+    where copying the whole history per call would dominate.  A call with no step left raises
     :class:`ScriptError`; :meth:`assert_consumed` fails if steps were not played.
     Model-level retries default to 0 so that a scripted error is seen once.
     """
@@ -76,6 +78,7 @@ class ScriptedModel(ChatModelBase):
         context_size: int = 32768,
         max_retries: int = 0,
         retry_delay: float = 1.0,
+        record_requests: bool = True,
     ) -> None:
         super().__init__(
             model,
@@ -86,7 +89,9 @@ class ScriptedModel(ChatModelBase):
         )
         self._steps: list[Step] = list(steps)
         self.chunk_delay = chunk_delay
+        self.record_requests = record_requests
         self.requests: list[ScriptedRequest] = []
+        self._calls = 0
 
     @property
     def remaining(self) -> int:
@@ -108,12 +113,14 @@ class ScriptedModel(ChatModelBase):
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
     ) -> list[ChatResponse] | ChatResponse:
-        request = ScriptedRequest(copy.deepcopy(list(messages)), copy.deepcopy(tools), tool_choice)
-        self.requests.append(request)
+        self._calls += 1
+        if self.record_requests:
+            request = ScriptedRequest(deep_copy(list(messages)), deep_copy(tools), tool_choice)
+            self.requests.append(request)
+        else:
+            request = ScriptedRequest(list(messages), tools, tool_choice)
         if not self._steps:
-            raise ScriptError(
-                f"unexpected model call #{len(self.requests)}: the script has no step left"
-            )
+            raise ScriptError(f"unexpected model call #{self._calls}: the script has no step left")
         step: Any = self._steps.pop(0)
         if callable(step) and not isinstance(step, ChatResponse):
             step = step(request)
@@ -138,11 +145,13 @@ class ScriptedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: trio.MemorySendChannel[ChatResponse],
+        send: ChunkSink,
     ) -> None:
         step = await self._next_step(messages, tools, tool_choice)
         # A whole response streams as one delta; scripted chunks stream as they are.
         chunks = [attrs.evolve(step, is_last=False)] if isinstance(step, ChatResponse) else step
+        # The request: a provider's stream waits for its response before the first delta.
+        await trio.lowlevel.checkpoint()
         for chunk in chunks:
             await self._pause()
             await send.send(chunk)  # the accumulator never mutates the chunks it is given
@@ -156,13 +165,13 @@ class ScriptedModel(ChatModelBase):
         step = await self._next_step(messages, tools, tool_choice)
         await self._pause()
         if isinstance(step, ChatResponse):
-            return copy.deepcopy(step)
+            return deep_copy(step)
         acc = StreamAccumulator()
         usage: ChatUsage | None = None
         for chunk in step:
             if chunk.is_last:
-                return copy.deepcopy(chunk)
-            acc.add(copy.deepcopy(chunk))
+                return deep_copy(chunk)
+            acc.add(deep_copy(chunk))
             usage = chunk.usage or usage
         return acc.build()
 

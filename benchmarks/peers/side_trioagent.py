@@ -1,0 +1,302 @@
+"""trioagent's side of the peer benchmark, under trio.
+
+Run by ``driver.py`` with the project's interpreter: ``python side_trioagent.py ROW[,ROW...]
+[--port N]`` prints one JSON object, row key -> value, for one round.  Same workloads as
+``side_agentscope.py``; each framework in its own idiom: events reach the caller in its own
+task (``reply(on_event=...)`` here, iterating ``reply_stream()`` there; ``stream()``, the pull
+form, adds a task hop per event), and a pass-through middleware is ``await next_handler()``
+here, ``async for ... yield`` there.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+import _rows as R
+import trio
+
+from trioagent import AssistantMsg, UserMsg
+from trioagent.agent import Agent, InjectionConfig
+from trioagent.credential import OpenAICredential
+from trioagent.event import AgentEvent, EventType
+from trioagent.middleware import MiddlewareBase
+from trioagent.model import ChatModelBase, ChatResponse, OpenAIChatModel
+from trioagent.permission import PermissionDecision
+from trioagent.testing import ScriptedModel, text_chunks, tool_call_chunks
+from trioagent.tool import Toolkit
+
+
+class ScriptModel(ScriptedModel):
+    """Plays prebuilt chunk lists, one per call: ``yield_each`` checkpoints per chunk (what
+    ``ScriptedModel`` does), else the chunks go out as a burst; ``stall`` waits forever after
+    the chunks (until cancelled)."""
+
+    yield_each = True
+    stall = False
+
+    def __init__(self) -> None:
+        # No copy of every request: the benchmark measures the agent, not the test double.
+        super().__init__(record_requests=False)
+
+    async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
+        if self.yield_each:
+            await super()._stream_api(messages, tools, tool_choice, send)
+        else:
+            for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
+                await send.send(chunk)  # no checkpoint between chunks: a burst
+        if self.stall:
+            await trio.sleep_forever()
+
+
+def text_step(n: int) -> list[ChatResponse]:
+    return text_chunks(*(["tok "] * n), block_id="t1")
+
+
+def tool_step(count: int) -> list[ChatResponse]:
+    chunks: list[ChatResponse] = []
+    for i in range(count):
+        chunks += tool_call_chunks(f"call_{i}", "lookup", json.dumps({"city": f"c{i}"}))
+    return chunks
+
+
+class PassThrough(MiddlewareBase):
+    """Implements every hook, passing everything through (the framework's own idiom)."""
+
+    async def on_reply(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+        await next_handler()
+
+    async def on_reasoning(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
+        await next_handler()
+
+    async def on_acting(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
+        await next_handler()
+
+    async def on_model_call(
+        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
+    ) -> None:
+        await next_handler()
+
+    async def on_check_permission(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> Any:
+        return await next_handler()
+
+    async def on_compress_context(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> None:
+        await next_handler()
+
+    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
+        return current_prompt
+
+
+async def lookup(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: the city.
+    """
+    return f"{city}: 21C"
+
+
+def toolkit() -> Toolkit:
+    kit = Toolkit()
+    kit.register_function(
+        lookup, permission=PermissionDecision(behavior="allow", message="benchmark")
+    )
+    return kit
+
+
+def make_agent(model: ChatModelBase, middlewares: int = 0, tools: bool = False) -> Agent:
+    return Agent(
+        "bench",
+        "You are a benchmark.",
+        model,
+        toolkit=toolkit() if tools else None,
+        middlewares=[PassThrough() for _ in range(middlewares)],
+        injection_config=InjectionConfig(inject_runtime_state=False),
+    )
+
+
+def history(n: int) -> list[Any]:
+    msgs: list[Any] = []
+    for i in range(n // 2):
+        msgs.append(UserMsg("user", f"question {i}"))
+        msgs.append(AssistantMsg("bench", f"answer {i}"))
+    return msgs
+
+
+async def consume(agent: Agent, text: str = "go") -> int:
+    count = 0
+
+    async def on_event(event: AgentEvent) -> None:
+        nonlocal count
+        count += 1
+
+    await agent.reply(UserMsg("user", text), on_event=on_event)
+    return count
+
+
+async def streamed(middlewares: int, yield_each: bool) -> float:
+    model = ScriptModel()
+    model.yield_each = yield_each
+    agent = make_agent(model, middlewares)
+    events, total = 0, 0.0
+    for i in range(R.STREAM_REPLIES + 1):
+        model.add_steps(text_step(R.STREAM_CHUNKS))
+        agent.state.context = []
+        start = R.clock()
+        n = await consume(agent)
+        if i:  # the first reply warms up
+            total += R.elapsed(start)
+            events += n
+    return events / total
+
+
+async def tool_rounds(middlewares: int, calls: int, replies: int) -> float:
+    model = ScriptModel()
+    agent = make_agent(model, middlewares, tools=True)
+    total = 0.0
+    for i in range(replies + 1):
+        model.add_steps(tool_step(calls), text_step(1))
+        agent.state.context = []
+        start = R.clock()
+        await consume(agent)
+        if i:
+            total += R.elapsed(start)
+    return replies / total
+
+
+async def idle_memory() -> float:
+    model = ScriptModel()
+    make_agent(model)  # warm lazy imports and caches
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    agent = make_agent(model)
+    await agent.observe(history(R.SHORT_HISTORY))
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(agent.state.context) == R.SHORT_HISTORY
+    return (after - before) / 1000
+
+
+async def interrupts() -> dict[str, float]:
+    model = ScriptModel()
+    model.stall = True
+    agent = make_agent(model)
+    latencies: list[float] = []
+    for i in range(R.INTERRUPTS + 5):
+        model.add_steps(text_step(R.INTERRUPT_AFTER))
+        agent.state.context = []
+        ready = trio.Event()
+        ended: list[float] = []
+
+        async def consumer(ready: Any = ready, ended: list[float] = ended) -> None:
+            deltas = 0
+
+            async def on_event(event: AgentEvent) -> None:
+                nonlocal deltas
+                if event.type == EventType.TEXT_BLOCK_DELTA:
+                    deltas += 1
+                    if deltas == R.INTERRUPT_AFTER:
+                        ready.set()
+                elif event.type == EventType.REPLY_END:
+                    ended.append(time.perf_counter())
+
+            await agent.reply(UserMsg("user", "go"), on_event=on_event)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer)
+            await ready.wait()
+            await trio.lowlevel.checkpoint()  # the model is parked in its stall
+            start = time.perf_counter()
+            agent.interrupt()
+        assert ended, "no REPLY_END after the interrupt"
+        if i >= 5:
+            latencies.append((ended[0] - start) * 1e6)
+    return {
+        "interrupt_p50": R.percentile(latencies, 0.5),
+        "interrupt_p99": R.percentile(latencies, 0.99),
+    }
+
+
+async def short_replies(history_size: int, replies: int) -> float:
+    model = ScriptModel()
+    agent = make_agent(model)
+    past = history(history_size)
+    total = 0.0
+    for i in range(replies + 1):
+        model.add_steps(text_step(R.SHORT_CHUNKS))
+        agent.state.context = list(past)
+        start = R.clock()
+        await consume(agent)
+        if i:
+            total += R.elapsed(start)
+    return total / replies * 1e6
+
+
+async def http_cpu(port: int) -> float:
+    credential = OpenAICredential(api_key="sk-bench", base_url=f"http://127.0.0.1:{port}/v1")
+    async with OpenAIChatModel("bench", credential=credential, max_retries=0) as model:
+        await consume(make_agent(model))  # warm-up: imports, the client
+        agents = [make_agent(model) for _ in range(R.HTTP_REPLIES)]
+        counts: list[int] = []
+
+        async def one(agent: Agent) -> None:
+            deltas = 0
+
+            async def on_event(event: AgentEvent) -> None:
+                nonlocal deltas
+                if event.type == EventType.TEXT_BLOCK_DELTA:
+                    deltas += 1
+
+            await agent.reply(UserMsg("user", "go"), on_event=on_event)
+            counts.append(deltas)
+
+        start = time.process_time()
+        async with trio.open_nursery() as nursery:
+            for agent in agents:
+                nursery.start_soon(one, agent)
+        cpu = time.process_time() - start
+    tokens = sum(counts)
+    assert tokens == R.HTTP_REPLIES * R.HTTP_TOKENS, tokens
+    return cpu / tokens * 1e6
+
+
+def main() -> None:
+    wanted = sys.argv[1].split(",")
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+
+    def one(fn: Any, key: str) -> Any:
+        return lambda: {key: trio.run(fn)}
+
+    R.run_rows(
+        {
+            "stream_yield_0": one(lambda: streamed(0, True), "stream_yield_0"),
+            "stream_yield_7": one(lambda: streamed(7, True), "stream_yield_7"),
+            "stream_burst_7": one(lambda: streamed(7, False), "stream_burst_7"),
+            "tool_round_0": one(lambda: tool_rounds(0, 1, R.TOOL_REPLIES), "tool_round_0"),
+            "tool_round_7": one(lambda: tool_rounds(7, 1, R.TOOL_REPLIES), "tool_round_7"),
+            "parallel_20": one(
+                lambda: tool_rounds(0, R.PARALLEL_TOOLS, R.PARALLEL_REPLIES), "parallel_20"
+            ),
+            "idle_memory": one(idle_memory, "idle_memory"),
+            "interrupt_p50,interrupt_p99": lambda: trio.run(interrupts),
+            "short_reply": one(
+                lambda: short_replies(R.SHORT_HISTORY, R.SHORT_REPLIES), "short_reply"
+            ),
+            "long_history": one(
+                lambda: short_replies(R.LONG_HISTORY, R.LONG_REPLIES), "long_history"
+            ),
+            "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
+        },
+        wanted,
+    )
+
+
+if __name__ == "__main__":
+    main()
