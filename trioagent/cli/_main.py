@@ -96,12 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default=os.environ.get("TRIOAGENT_MODEL") or "embedded",
         help="'embedded' (default; or $TRIOAGENT_MODEL) or '<provider>:<model>', e.g. "
-        "'openai:gpt-4o-mini' (key from OPENAI_API_KEY)",
+        "'openai:gpt-4o-mini' (key from OPENAI_API_KEY), or 'local:<model>' for a server on "
+        "your machine (llama.cpp, Ollama, vLLM; with --base-url)",
     )
     chat.add_argument(
         "--base-url",
         default=None,
-        help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI's)",
+        help="the provider's endpoint (default: the provider's own, e.g. $OPENAI_BASE_URL or "
+        "OpenAI's; for local: $TRIOAGENT_LOCAL_BASE_URL or http://127.0.0.1:8080/v1)",
     )
     chat.add_argument("--system", default=None, help="the system prompt")
     chat.add_argument(
