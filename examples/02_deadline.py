@@ -1,6 +1,6 @@
 """02 — A deadline around a reply: ``trio.move_on_after`` cancels it from the outside.
 
-The reply is not interrupted by the agent here: the *caller* gives it 0.3 seconds with
+The reply is not interrupted by the agent here: the *caller* gives it one second with
 ``trio.move_on_after``.  This is an outer cancellation: the agent does
 the same cleanup as for ``agent.interrupt()`` — closes the streamed text block, keeps the
 partial answer, emits exactly one ``REPLY_END(interrupted)`` — inside a short shielded grace
@@ -42,7 +42,7 @@ async def main() -> None:
                 seen.append(event)
 
             reply_returned = False
-            with trio.move_on_after(0.3) as deadline:
+            with trio.move_on_after(1.0) as deadline:
                 await agent.reply(
                     UserMsg("user", "Write a 2000-word essay on deadlines in Trio."),
                     on_event=on_event,

@@ -90,7 +90,7 @@ async def main() -> None:
                 ScriptedReply(
                     text="Let me think about that very carefully...", chunk_size=5, stall_after=4
                 ),
-                # Slow but steady: 0.03 s between fragments never trips a 0.3 s idle timer.
+                # Slow but steady: 0.03 s between fragments never trips a 1 s idle timer.
                 ScriptedReply(
                     text="Here is a steady answer, fragment by fragment.",
                     chunk_size=6,
@@ -102,7 +102,7 @@ async def main() -> None:
             ],
         )
         async with model:
-            agent = Agent("assistant", "You are thoughtful.", model, middlewares=[IdleTimeout(0.3)])
+            agent = Agent("assistant", "You are thoughtful.", model, middlewares=[IdleTimeout(1.0)])
 
             events = []
             start = trio.current_time()
@@ -125,7 +125,7 @@ async def main() -> None:
             streamed = "".join(e.delta for e in events if isinstance(e, TextBlockDeltaEvent))
             kept = agent.state.context[-1].get_text_content() or ""
             check(bool(streamed) and kept == streamed, "the partial answer is kept in the context")
-            check(elapsed < 2, "the idle timer, not the server, decided when to stop")
+            check(elapsed < 5, "the idle timer, not the server, decided when to stop")
             if server is not None:
                 with trio.move_on_after(2):
                     await server.connections[0].closed.wait()
@@ -143,7 +143,7 @@ async def main() -> None:
                 "assistant",
                 "You are thoughtful.",
                 model,
-                middlewares=[StalledCallTimeout(0.3)],
+                middlewares=[StalledCallTimeout(1.0)],
                 model_config=ModelConfig(max_retries=1),
             )
             answer = await retrying.reply(UserMsg("user", "One more question."))
