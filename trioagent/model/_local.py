@@ -20,8 +20,8 @@ from ..credential import LocalCredential
 from ..formatter import FormatterBase, OpenAIChatFormatter
 from ..message import Msg
 from ..types import ToolChoice
-from ._openai import ChatCompletionsModel, _flatten_tool
-from ._params import in_range, positive_or_none, select_tools
+from ._openai import ChatCompletionsModel
+from ._params import in_range, positive_or_none
 
 __all__ = ["LocalChatModel", "LocalChatParameters"]
 
@@ -89,11 +89,6 @@ class LocalChatModel(ChatCompletionsModel[LocalCredential, LocalChatParameters])
             top_p=p.top_p,
             seed=p.seed,
         )
-        extra_body, call_kwargs = self._body_overrides()
-        body.update(extra_body)
-        body.update(call_kwargs)
-        selected = select_tools(tools, tool_choice)
-        formatted = [_flatten_tool(t) for t in selected] if selected else None
-        return self._finish_body(
-            body, formatted, tool_choice, stream=stream, parallel_tool_calls=p.parallel_tool_calls
+        return self._finish_flattened_body(
+            body, tools, tool_choice, stream=stream, parallel_tool_calls=p.parallel_tool_calls
         )

@@ -284,6 +284,27 @@ class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
             body["stream_options"] = {"include_usage": True}
         return body
 
+    def _finish_flattened_body(
+        self,
+        body: JSONObject,
+        tools: list[JSONObject] | None,
+        tool_choice: ToolChoice | None,
+        *,
+        stream: bool,
+        parallel_tool_calls: bool,
+    ) -> JSONObject:
+        """``body`` with the call's overrides (``extra_body``, per-call keys) merged, then the
+        selected tools with their parameter schemas flattened (no ``$ref``), as
+        :meth:`_finish_body` adds them."""
+        extra_body, call_kwargs = self._body_overrides()
+        body.update(extra_body)
+        body.update(call_kwargs)
+        selected = select_tools(tools, tool_choice)
+        formatted = [_flatten_tool(t) for t in selected] if selected else None
+        return self._finish_body(
+            body, formatted, tool_choice, stream=stream, parallel_tool_calls=parallel_tool_calls
+        )
+
     def _format_tool_choice(self, tool_choice: ToolChoice) -> str | JSONObject:
         """``auto``/``none``/``required`` as strings, a tool name as a function object."""
         if tool_choice.mode in ("auto", "none", "required"):
@@ -373,13 +394,8 @@ class OpenAIChatModel(ChatCompletionsModel[OpenAICredential, OpenAIChatParameter
         if p.voice:
             body["audio"] = {"voice": p.voice, "format": "pcm16"}
             body["modalities"] = ["text", "audio"]
-        extra_body, call_kwargs = self._body_overrides()
-        body.update(extra_body)
-        body.update(call_kwargs)
-        selected = select_tools(tools, tool_choice)
-        formatted = [_flatten_tool(t) for t in selected] if selected else None
-        return self._finish_body(
-            body, formatted, tool_choice, stream=stream, parallel_tool_calls=p.parallel_tool_calls
+        return self._finish_flattened_body(
+            body, tools, tool_choice, stream=stream, parallel_tool_calls=p.parallel_tool_calls
         )
 
 
