@@ -15,6 +15,7 @@ from trioagent.event import ExternalExecutionResultEvent, RequireExternalExecuti
 from trioagent.message import ToolCallBlock, ToolResultBlock
 from trioagent.permission import PermissionContext, PermissionEngine
 from trioagent.serialization import dumps
+from trioagent.testing import cancel_sweep
 from trioagent.tool import AskUser, AskUserAnswer, Toolkit
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -107,3 +108,26 @@ async def test_always_allowed_even_in_dont_ask_and_explore() -> None:
         engine = PermissionEngine(PermissionContext(mode=mode))
         decision = await engine.check_permission(AskUser(), {"questions": QUESTIONS})
         assert decision.behavior == "allow"
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_the_reply_that_resumes_with_the_answer(mode: str) -> None:
+    """Cancelled at every point of the resumed reply: one end, the question has exactly one
+    result (the answer, or interrupted), and the state round-trips."""
+
+    async def parked() -> Any:
+        agent = make_agent(
+            [calls(call("q1", "AskUser", questions=QUESTIONS)), text("SQLite it is")],
+            Toolkit([AskUser()]),
+        )
+        await run(agent, user())
+        return agent
+
+    def answer() -> ExternalExecutionResultEvent:
+        chosen = AskUserAnswer(question="Which database?", selected=["SQLite"])
+        return ExternalExecutionResultEvent(execution_results=[AskUser.answer("q1", [chosen])])
+
+    report = await cancel_sweep(parked, answer, mode=mode)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == "completed"
+    assert report.outcomes["interrupted"] > 0

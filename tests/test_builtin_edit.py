@@ -7,8 +7,13 @@ from __future__ import annotations
 import os
 import pathlib
 
-from trioagent.agent import AgentState
-from trioagent.tool import Edit, Read, Write
+import pytest
+from agent_kit import call, calls, make_agent, text, user
+
+from trioagent.agent import Agent, AgentState
+from trioagent.permission import PermissionMode
+from trioagent.testing import SweepRun, cancel_sweep
+from trioagent.tool import Edit, Read, Toolkit, Write
 
 
 async def read_into(state: AgentState, path: pathlib.Path) -> None:
@@ -137,3 +142,37 @@ async def test_crlf_files_are_edited_with_lf_strings(tmp_path: pathlib.Path) -> 
     done = await Edit().run({"file_path": str(path), "old_string": "a\nb", "new_string": "c"})
     assert done.state == "success"
     assert path.read_bytes() == b"c\n"
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_a_reply_that_reads_then_edits_a_file(
+    mode: str, tmp_path: pathlib.Path
+) -> None:
+    """Cancelled at every point of Read → Edit → answer: one end, every call one result, and
+    the file is either untouched or edited whole (the write runs in a worker thread)."""
+    target = tmp_path / "notes.txt"
+    original, edited = "alpha\nbeta\n", "alpha\ngamma\n"
+
+    def make() -> Agent:
+        target.write_text(original)
+        state = AgentState()
+        state.permission_context.mode = PermissionMode.BYPASS
+        steps = [
+            calls(call("r1", "Read", file_path=str(target))),
+            calls(call("e1", "Edit", file_path=str(target), old_string="beta", new_string="gamma")),
+            text("edited"),
+        ]
+        return make_agent(steps, Toolkit([Read(), Edit()]), state=state)
+
+    seen: set[str] = set()
+
+    def check(run: SweepRun) -> None:
+        content = target.read_text()
+        assert content in (original, edited)
+        seen.add(content)
+
+    report = await cancel_sweep(make, user, mode=mode, check=check)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == "completed"
+    assert seen == {original, edited}  # cancelled both before and after the write
+    assert report.outcomes["interrupted"] > 0
