@@ -672,7 +672,10 @@ async def test_cancel_sweep_over_a_reply_with_a_retrieval(
         counters["asked"] += 1
         done = False
         try:
-            await trio.sleep(1)
+            # Ten schedule points, not one: trio's random task order shifts the points from
+            # run to run, and a one-point window could be missed by every run of the sweep.
+            for _ in range(10):
+                await trio.sleep(0.1)
             done = True
         finally:
             if not done:
