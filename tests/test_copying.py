@@ -3,9 +3,7 @@ blocks and JSON-like values the reply path uses instead of ``copy.deepcopy``."""
 
 from __future__ import annotations
 
-import copy
 import sys
-import time
 
 import attrs
 import pytest
@@ -13,7 +11,6 @@ import pytest
 from trioagent._core.copying import deep_copy
 from trioagent.event import TextBlockDeltaEvent
 from trioagent.message import (
-    AssistantMsg,
     Base64Source,
     DataBlock,
     Msg,
@@ -91,19 +88,3 @@ def test_too_deep_a_structure_raises_recursion_error() -> None:
         nested = [nested]
     with pytest.raises(RecursionError):
         deep_copy(nested)
-
-
-def test_faster_than_copy_deepcopy_on_a_history() -> None:
-    history = [
-        UserMsg("user", f"q{i}") if i % 2 else AssistantMsg("a", f"a{i}") for i in range(400)
-    ]
-
-    def best(fn: object) -> float:
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            fn(history)  # type: ignore[operator]
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    assert best(deep_copy) < best(copy.deepcopy) / 1.5
