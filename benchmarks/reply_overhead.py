@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import trio
+from _passthrough import PassThrough
 
 from trioagent import UserMsg
 from trioagent.agent import Agent, InjectionConfig
@@ -25,33 +26,6 @@ from trioagent.testing import ScriptedModel, text_chunks
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
 RUNS = 7
-
-
-class PassThrough(MiddlewareBase):
-    async def on_reply(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
-        await next_handler()
-
-    async def on_reasoning(
-        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
-    ) -> None:
-        await next_handler()
-
-    async def on_acting(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
-        await next_handler()
-
-    async def on_model_call(
-        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
-    ) -> None:
-        await next_handler()
-
-    async def on_check_permission(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> Any:
-        return await next_handler()
-
-    async def on_compress_context(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> None:
-        await next_handler()
-
-    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
-        return current_prompt
 
 
 class Observer(PassThrough):

@@ -15,16 +15,20 @@ import json
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import _rows as R
 import trio
 
+# The benchmarks' shared pass-through middleware lives one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _passthrough import PassThrough
+
 from trioagent import AssistantMsg, UserMsg
 from trioagent.agent import Agent, InjectionConfig
 from trioagent.credential import OpenAICredential
 from trioagent.event import AgentEvent, EventType
-from trioagent.middleware import MiddlewareBase
 from trioagent.model import ChatModelBase, ChatResponse, OpenAIChatModel
 from trioagent.permission import PermissionDecision
 from trioagent.testing import ScriptedModel, text_chunks, tool_call_chunks
@@ -62,35 +66,6 @@ def tool_step(count: int) -> list[ChatResponse]:
     for i in range(count):
         chunks += tool_call_chunks(f"call_{i}", "lookup", json.dumps({"city": f"c{i}"}))
     return chunks
-
-
-class PassThrough(MiddlewareBase):
-    """Implements every hook, passing everything through (the framework's own idiom)."""
-
-    async def on_reply(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
-        await next_handler()
-
-    async def on_reasoning(
-        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
-    ) -> None:
-        await next_handler()
-
-    async def on_acting(self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any) -> None:
-        await next_handler()
-
-    async def on_model_call(
-        self, agent: Any, kw: dict[str, Any], next_handler: Any, emit: Any
-    ) -> None:
-        await next_handler()
-
-    async def on_check_permission(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> Any:
-        return await next_handler()
-
-    async def on_compress_context(self, agent: Any, kw: dict[str, Any], next_handler: Any) -> None:
-        await next_handler()
-
-    async def on_system_prompt(self, agent: Any, current_prompt: str) -> str:
-        return current_prompt
 
 
 async def lookup(city: str) -> str:
