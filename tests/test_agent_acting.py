@@ -756,6 +756,46 @@ async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http() ->
     assert serialization.dumps(state) == serialization.dumps(agent.state)
 
 
+async def test_a_tool_call_stopped_by_the_content_filter_never_runs_over_http() -> None:
+    """OpenAI/Azure ``finish_reason: "content_filter"`` in the middle of a tool call: as at the
+    output limit, the call is answered with an error result naming the filter and never runs;
+    the response is marked ``CONTENT_FILTER``."""
+    from provider_kit import lookup_agent, start_server
+
+    from trioagent.agent._reasoning import FILTERED_TEXT
+    from trioagent.testing import ScriptedReply, ScriptedToolCall
+    from trioagent.types import FinishedReason
+
+    seen: list[str] = []
+    events: list[Any] = []
+
+    async def on_event(event: Any) -> None:
+        events.append(event)
+
+    async with trio.open_nursery() as nursery:
+        server = await start_server(nursery)
+        cut = ScriptedToolCall("lookup", '{"city": "Par', id="call_cut")
+        server.push(ScriptedReply(tool_calls=[cut], finish_reason="content_filter"), "I can't.")
+        async with server.chat_model(max_retries=0) as model:
+            agent = lookup_agent(model, seen)
+            final = await agent.reply(user("weather?"), on_event=on_event)
+        nursery.cancel_scope.cancel()
+
+    assert seen == []
+    assert final.get_text_content() == "I can't."
+    [end_of_cut, _] = [e for e in events if isinstance(e, ModelCallEndEvent)]
+    assert end_of_cut.finished_reason == FinishedReason.CONTENT_FILTER
+    [result] = results(agent)
+    assert (result.id, result.state, result.output) == ("call_cut", "error", FILTERED_TEXT)
+    assert "content filter" in FILTERED_TEXT
+    second = server.requests[1].body
+    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("call_cut", FILTERED_TEXT)
+    ]
+    check_reply_rules(agent.state, agent.name, events)
+
+
 async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result() -> None:
     """A scripted response marked ``MAX_TOKENS`` with two calls: neither runs, each gets
     exactly one error result, written with the calls (before MODEL_CALL_END is emitted)."""
@@ -793,8 +833,11 @@ async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result(
     check_reply_rules(agent.state, agent.name, events)
 
 
+@pytest.mark.parametrize("reason", ["max_tokens", "content_filter"])
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])
-async def test_cancel_sweep_over_a_cut_off_response(mode: str, autojump_clock: Any) -> None:
+async def test_cancel_sweep_over_a_cut_off_response(
+    mode: str, reason: str, autojump_clock: Any
+) -> None:
     """Cancelled at every point of a reply whose response is cut off at the output limit:
     one end event, every call exactly one result, the state round-trips, the tool never
     runs."""
@@ -818,7 +861,7 @@ async def test_cancel_sweep_over_a_cut_off_response(mode: str, autojump_clock: A
         toolkit.register_function(lookup, permission=ALLOW)
         cut = [
             *tool_call_chunks("c1", "lookup", '{"city": ', '"Pa'),
-            ChatResponse(content=[], is_last=False, finished_reason=FinishedReason.MAX_TOKENS),
+            ChatResponse(content=[], is_last=False, finished_reason=FinishedReason(reason)),
         ]
         agent = make_agent([], toolkit=toolkit)
         agent.model = ScriptedModel([cut, text("ok")], chunk_delay=0.1)

@@ -1927,6 +1927,36 @@ async def test_each_providers_output_limit_reason_marks_the_response_max_tokens(
     assert finished_reason_of(_provider_metadata(provider, normal)) == FinishedReason.COMPLETED
 
 
+@pytest.mark.parametrize(
+    ("provider", "filtered"),
+    [
+        ("openai", "content_filter"),
+        ("anthropic", "refusal"),
+        ("gemini", "SAFETY"),
+        ("gemini", "RECITATION"),
+        ("gemini", "PROHIBITED_CONTENT"),
+    ],
+)
+async def test_each_providers_content_filter_reason_marks_the_response_content_filter(
+    provider: str, filtered: str
+) -> None:
+    from trioagent.model._response import finished_reason_of
+
+    reason = finished_reason_of(_provider_metadata(provider, filtered))
+    assert reason == FinishedReason.CONTENT_FILTER
+
+
+async def test_a_prompt_gemini_blocked_marks_the_response_content_filter() -> None:
+    from trioagent.model._gemini import GeminiStreamParser
+    from trioagent.model._response import finished_reason_of
+
+    acc = StreamAccumulator()
+    parsed = GeminiStreamParser(0.0).parse({"promptFeedback": {"blockReason": "SAFETY"}})
+    assert parsed is not None
+    acc.add(parsed)
+    assert finished_reason_of(acc.build().metadata) == FinishedReason.CONTENT_FILTER
+
+
 async def test_a_cut_off_openai_response_is_max_tokens_streamed_or_not(
     server: OpenAICompatibleServer,
 ) -> None:

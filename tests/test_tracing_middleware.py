@@ -307,6 +307,20 @@ async def test_a_response_cut_off_at_the_output_limit_reports_length(otel: Otel)
     assert json.loads(attr(first, "gen_ai.output.messages"))[0]["finish_reason"] == "length"
 
 
+async def test_a_response_stopped_by_a_content_filter_reports_content_filter(otel: Otel) -> None:
+    """GenAI's ``content_filter`` finish reason for a response a provider's filter stopped."""
+    stopped = [
+        *text_chunks("half an ans"),
+        ChatResponse(content=[], finished_reason=FinishedReason.CONTENT_FILTER),
+    ]
+    agent = traced(otel, [stopped])
+    await run(agent, user())
+    (first,) = otel.spans("chat ")
+    assert list(attr(first, "gen_ai.response.finish_reasons")) == ["content_filter"]
+    output = json.loads(attr(first, "gen_ai.output.messages"))
+    assert output[0]["finish_reason"] == "content_filter"
+
+
 async def test_outer_cancellation_during_a_tool_ends_every_span(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -56,7 +56,12 @@ def test_reply_end_reason_is_a_deprecated_alias() -> None:
 
 
 def test_finished_reason_values() -> None:
-    assert {r.value for r in FinishedReason} == {"interrupted", "completed", "max_tokens"}
+    assert {r.value for r in FinishedReason} == {
+        "interrupted",
+        "completed",
+        "max_tokens",
+        "content_filter",
+    }
 
 
 def test_error_type_values() -> None:

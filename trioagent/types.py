@@ -41,11 +41,17 @@ class FinishedReason(enum.StrEnum):
     ``MAX_TOKENS``: the response was cut off at the model's output limit (OpenAI's
     ``finish_reason: "length"``, Anthropic's ``stop_reason: "max_tokens"``, Gemini's
     ``MAX_TOKENS``, Ollama's ``done_reason: "length"``); none of its tool calls runs.
+
+    ``CONTENT_FILTER``: the provider stopped the response with a safety or content filter
+    (OpenAI's and Azure's ``finish_reason: "content_filter"``, Anthropic's ``stop_reason:
+    "refusal"``, Gemini's ``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ...); as with
+    ``MAX_TOKENS``, its tool calls may be cut off and none of them runs.
     """
 
     INTERRUPTED = "interrupted"
     COMPLETED = "completed"
     MAX_TOKENS = "max_tokens"
+    CONTENT_FILTER = "content_filter"
 
 
 class ErrorType(enum.StrEnum):

@@ -35,6 +35,9 @@ LONG_REPLIES = 20
 #: The real-HTTP row: concurrent replies, tokens per streamed reply.
 HTTP_REPLIES = 100
 HTTP_TOKENS = 200
+#: Cancellations and schedule points of the floor rows (the runtimes alone, no agent).
+FLOOR_CANCELS = 1_000
+FLOOR_CHECKPOINTS = 50_000
 #: SSE events the server writes per socket write, and the pause between two writes.
 HTTP_EVENTS_PER_WRITE = 4
 HTTP_WRITE_PAUSE = 0.004
@@ -66,6 +69,18 @@ ROWS: list[Row] = [
     Row("interrupt_p99", "interrupt -> REPLY_END received, p99", "us", False, 1.0),
     Row("short_reply", "short reply (10 chunks, 10 messages of history)", "us/reply", False, 0.5),
     Row("long_history", "the same with 5,000 messages of history", "us/reply", False),
+    Row(
+        "cancel_floor",
+        "floor: cancel -> the cancelled task's handler, bare runtime, p50",
+        "us",
+        False,
+    ),
+    Row(
+        "checkpoint_floor",
+        "floor: one schedule point, bare runtime (trio / asyncio.sleep(0))",
+        "us",
+        False,
+    ),
     Row(
         "http_cpu",
         "real HTTP: 100 concurrent streamed replies, CPU per token",

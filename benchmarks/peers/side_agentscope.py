@@ -235,6 +235,40 @@ async def interrupts() -> dict[str, float]:
     }
 
 
+async def cancel_floor() -> float:
+    """asyncio alone: from ``cancel()`` of a parked task to its handler's start."""
+    latencies: list[float] = []
+    for i in range(R.FLOOR_CANCELS + 5):
+        reached: list[float] = []
+        ready = asyncio.Event()
+
+        async def parked(ready: asyncio.Event = ready, reached: list[float] = reached) -> None:
+            ready.set()
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                reached.append(time.perf_counter())
+
+        task = asyncio.create_task(parked())
+        await ready.wait()
+        await asyncio.sleep(0)
+        start = time.perf_counter()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if i >= 5:
+            latencies.append((reached[0] - start) * 1e6)
+    return R.percentile(latencies, 0.5)
+
+
+async def checkpoint_floor() -> float:
+    """asyncio alone: CPU time of one schedule point (``asyncio.sleep(0)``)."""
+    start = R.clock()
+    for _ in range(R.FLOOR_CHECKPOINTS):
+        await asyncio.sleep(0)
+    return R.elapsed(start) / R.FLOOR_CHECKPOINTS * 1e6
+
+
 async def short_replies(history_size: int, replies: int) -> float:
     model = ScriptModel()
     agent = make_agent(model)
@@ -297,6 +331,8 @@ def main() -> None:
             "long_history": one(
                 lambda: short_replies(R.LONG_HISTORY, R.LONG_REPLIES), "long_history"
             ),
+            "cancel_floor": one(cancel_floor, "cancel_floor"),
+            "checkpoint_floor": one(checkpoint_floor, "checkpoint_floor"),
             "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
         },
         wanted,

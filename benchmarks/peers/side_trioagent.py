@@ -199,6 +199,45 @@ async def interrupts() -> dict[str, float]:
     }
 
 
+async def cancel_floor() -> float:
+    """trio alone: from ``cancel()`` of a scope around a parked task to its handler's start."""
+    latencies: list[float] = []
+    for i in range(R.FLOOR_CANCELS + 5):
+        reached: list[float] = []
+        ready = trio.Event()
+        scope = trio.CancelScope()
+
+        async def parked(
+            scope: trio.CancelScope = scope,
+            ready: trio.Event = ready,
+            reached: list[float] = reached,
+        ) -> None:
+            with scope:
+                ready.set()
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    reached.append(time.perf_counter())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(parked)
+            await ready.wait()
+            await trio.lowlevel.checkpoint()
+            start = time.perf_counter()
+            scope.cancel()
+        if i >= 5:
+            latencies.append((reached[0] - start) * 1e6)
+    return R.percentile(latencies, 0.5)
+
+
+async def checkpoint_floor() -> float:
+    """trio alone: CPU time of one schedule point (``trio.lowlevel.checkpoint()``)."""
+    start = R.clock()
+    for _ in range(R.FLOOR_CHECKPOINTS):
+        await trio.lowlevel.checkpoint()
+    return R.elapsed(start) / R.FLOOR_CHECKPOINTS * 1e6
+
+
 async def short_replies(history_size: int, replies: int) -> float:
     model = ScriptModel()
     agent = make_agent(model)
@@ -267,6 +306,8 @@ def main() -> None:
             "long_history": one(
                 lambda: short_replies(R.LONG_HISTORY, R.LONG_REPLIES), "long_history"
             ),
+            "cancel_floor": one(cancel_floor, "cancel_floor"),
+            "checkpoint_floor": one(checkpoint_floor, "checkpoint_floor"),
             "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
         },
         wanted,

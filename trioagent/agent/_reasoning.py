@@ -39,7 +39,14 @@ from ._convert import ChunkConverter
 from ._protocol import AgentLike
 from ._reply import ModelInput, Reply, ReplyItem, ReplyTools, StopReply
 
-__all__ = ["CUT_OFF_TEXT", "Reasoner", "model_name", "prompt_layer", "reply_usage"]
+__all__ = [
+    "CUT_OFF_TEXT",
+    "FILTERED_TEXT",
+    "Reasoner",
+    "model_name",
+    "prompt_layer",
+    "reply_usage",
+]
 
 logger = logging.getLogger("trioagent.agent")
 
@@ -51,8 +58,22 @@ CUT_OFF_TEXT = (
 )
 
 
-def _refuse_cut_off_calls(blocks: Sequence[object]) -> list[ToolResultBlock]:
-    """An error result for each tool call of a cut-off response (each call finished)."""
+#: The error result of a tool call made in a response stopped by the provider's content filter.
+FILTERED_TEXT = (
+    "Error: this tool call was not run: the response that made it was stopped by the "
+    "provider's content filter, so its arguments may be cut off."
+)
+
+#: The error text of the tool calls of a response that ended early, by its finished reason.
+_REFUSAL_TEXTS = {
+    FinishedReason.MAX_TOKENS: CUT_OFF_TEXT,
+    FinishedReason.CONTENT_FILTER: FILTERED_TEXT,
+}
+
+
+def _refuse_cut_off_calls(blocks: Sequence[object], text: str) -> list[ToolResultBlock]:
+    """An error result (``text``) for each tool call of a response that ended early (each
+    call finished)."""
     results: list[ToolResultBlock] = []
     for block in blocks:
         if isinstance(block, ToolCallBlock):
@@ -61,7 +82,7 @@ def _refuse_cut_off_calls(blocks: Sequence[object]) -> list[ToolResultBlock]:
                 ToolResultBlock(
                     id=block.id,
                     name=block.name,
-                    output=CUT_OFF_TEXT,
+                    output=text,
                     state=ToolResultState.ERROR,
                     finished_at=generate_timestamp(),
                 )
@@ -244,8 +265,9 @@ class Reasoner:
 
         Saving first keeps the context consistent with the streamed deltas even if the end
         event cannot be delivered.  A response cut off at the output limit (``MAX_TOKENS``)
-        has its tool calls answered here, in the same write, with an error result
-        (:data:`CUT_OFF_TEXT`): none of them runs on arguments that may be incomplete.
+        or stopped by a content filter (``CONTENT_FILTER``) has its tool calls answered here,
+        in the same write, with an error result (:data:`CUT_OFF_TEXT`,
+        :data:`FILTERED_TEXT`): none of them runs on arguments that may be incomplete.
         """
         agent = self._agent
         usage = response.usage
@@ -254,9 +276,8 @@ class Reasoner:
             for b in response.content
             if not (isinstance(b, DataBlock) and b.source.media_type.startswith("audio/"))
         ]
-        refused: list[ToolResultBlock] = []
-        if response.finished_reason == FinishedReason.MAX_TOKENS:
-            refused = _refuse_cut_off_calls(blocks)
+        refusal = _REFUSAL_TEXTS.get(response.finished_reason, "")
+        refused = _refuse_cut_off_calls(blocks, refusal) if refusal else []
         if blocks or usage is not None:
             msg = agent.state.append_context(agent.name, [*blocks, *refused])
             if usage is not None:
@@ -290,7 +311,7 @@ class Reasoner:
             )
             await emit(
                 ToolResultTextDeltaEvent(
-                    reply_id=agent.state.reply_id, tool_call_id=result.id, delta=CUT_OFF_TEXT
+                    reply_id=agent.state.reply_id, tool_call_id=result.id, delta=refusal
                 )
             )
             await emit(

@@ -216,14 +216,16 @@ def to_otel_message(msg: Msg) -> JSONObject:
 
 
 def finish_reason(response: object) -> str:
-    """``"interrupted"``, ``"length"`` (cut off at the output limit), ``"stop"``, or
-    ``"unknown"`` for something that is no ChatResponse."""
+    """``"interrupted"``, ``"length"`` (cut off at the output limit), ``"content_filter"``,
+    ``"stop"``, or ``"unknown"`` for something that is no ChatResponse."""
     if not isinstance(response, ChatResponse):
         return "unknown"
     if response.finished_reason == FinishedReason.INTERRUPTED:
         return "interrupted"
     if response.finished_reason == FinishedReason.MAX_TOKENS:
         return "length"
+    if response.finished_reason == FinishedReason.CONTENT_FILTER:
+        return "content_filter"
     return "stop"
 
 

@@ -546,8 +546,8 @@ class ChatModelBase(HTTPClientOwner):
 
 
 def _mark_truncation(response: ChatResponse) -> ChatResponse:
-    """``response`` marked ``MAX_TOKENS`` when the provider's reason (in its metadata) says
-    it was cut off at the output limit."""
+    """``response`` marked ``MAX_TOKENS`` or ``CONTENT_FILTER`` when the provider's reason (in
+    its metadata) says it was cut off at the output limit or stopped by a content filter."""
     if response.finished_reason == FinishedReason.COMPLETED:
         response.finished_reason = finished_reason_of(response.metadata)
     return response

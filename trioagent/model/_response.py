@@ -12,6 +12,7 @@ from ..message import DataBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason
 
 __all__ = [
+    "CONTENT_FILTER_REASONS",
     "OUTPUT_LIMIT_REASONS",
     "ChatResponse",
     "ChatUsage",
@@ -46,9 +47,10 @@ class ChatResponse:
     of a tool call's ``input`` under a stable block id); exactly one final chunk has
     ``is_last=True`` and the complete accumulated content.  A non-streaming call returns just
     the final chunk.  ``finished_reason`` is ``INTERRUPTED`` on the partial response of a
-    cancelled call, and ``MAX_TOKENS`` on a response cut off at the model's output limit (the
-    provider's own reason stays in ``metadata["finish_reason"]`` or
-    ``metadata["stop_reason"]``): the agent runs none of its tool calls.
+    cancelled call, ``MAX_TOKENS`` on a response cut off at the model's output limit and
+    ``CONTENT_FILTER`` on one stopped by the provider's content filter (the provider's own
+    reason stays in ``metadata["finish_reason"]`` or ``metadata["stop_reason"]``): the agent
+    runs none of their tool calls.
     """
 
     type: ClassVar[str] = "chat_response"
@@ -72,11 +74,36 @@ OUTPUT_LIMIT_REASONS = frozenset(
 )
 
 
+#: The providers' reasons for a response stopped by a safety or content filter: OpenAI
+#: (Chat Completions and Responses), Azure OpenAI and the OpenAI-compatible providers say
+#: ``content_filter``; Anthropic ``refusal``; Gemini ``SAFETY``, ``RECITATION``, ``BLOCKLIST``,
+#: ``PROHIBITED_CONTENT``, ``SPII`` or ``IMAGE_SAFETY``.
+CONTENT_FILTER_REASONS = frozenset(
+    {
+        "content_filter",
+        "refusal",
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+    }
+)
+
+
 def finished_reason_of(metadata: JSONObject) -> FinishedReason:
     """``MAX_TOKENS`` if the provider's reason in ``metadata`` (``finish_reason`` or
-    ``stop_reason``) is one of :data:`OUTPUT_LIMIT_REASONS`, else ``COMPLETED``."""
+    ``stop_reason``) is one of :data:`OUTPUT_LIMIT_REASONS`, ``CONTENT_FILTER`` if it is one of
+    :data:`CONTENT_FILTER_REASONS` or the prompt was blocked (Gemini's ``block_reason``), else
+    ``COMPLETED``."""
+    if metadata.get("block_reason"):
+        return FinishedReason.CONTENT_FILTER
     for key in ("finish_reason", "stop_reason"):
         reason = metadata.get(key)
-        if isinstance(reason, str) and reason in OUTPUT_LIMIT_REASONS:
-            return FinishedReason.MAX_TOKENS
+        if isinstance(reason, str):
+            if reason in OUTPUT_LIMIT_REASONS:
+                return FinishedReason.MAX_TOKENS
+            if reason in CONTENT_FILTER_REASONS:
+                return FinishedReason.CONTENT_FILTER
     return FinishedReason.COMPLETED
