@@ -20,6 +20,7 @@ import trio
 
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.concurrency import is_cancellation, reraise_unwrapped
+from .._core.copying import deep_copy
 from .._core.emit import Emit
 from ..event import (
     AgentEvent,
@@ -347,9 +348,9 @@ class Actor:
         """The ``on_check_permission`` chain; middlewares get deep copies of call and input."""
         if self._copy_for_hooks:
             kwargs = {
-                "tool_call": copy.deepcopy(call),
+                "tool_call": deep_copy(call),
                 "tool": tool,
-                "tool_input": copy.deepcopy(tool_input),
+                "tool_input": deep_copy(tool_input),
             }
         else:
             kwargs = {"tool_call": call, "tool": tool, "tool_input": tool_input}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import re
@@ -11,6 +10,7 @@ from typing import cast
 
 import trio
 
+from .._core.copying import deep_copy
 from .._core.json_types import JSONObject, JSONValue
 from ..exception import ToolInputValidationError
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
@@ -136,7 +136,7 @@ class FunctionTool(ToolBase):
     ) -> PermissionDecision:
         """The ``permission`` given at construction (a copy), else ASK."""
         if self._permission is not None:
-            return copy.deepcopy(self._permission)
+            return deep_copy(self._permission)
         return PermissionDecision(
             behavior=PermissionBehavior.ASK,
             message="Custom function tools must be explicitly allowed by the user.",

@@ -19,13 +19,13 @@ This module also converts whatever a tool function returns into a chunk
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import TypeAlias
 
 import attrs
 
 from .._blocks import merge_base64
+from .._core.copying import deep_copy
 from .._core.emit import Emit as ChainEmit
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
@@ -110,7 +110,7 @@ class ToolResponse:
         for block in chunk.content:
             position = index.get(block.id)
             if position is None:
-                self.content.append(copy.deepcopy(block))
+                self.content.append(deep_copy(block))
                 index[block.id] = len(self.content) - 1
                 continue
             target = self.content[position]
@@ -119,7 +119,7 @@ class ToolResponse:
             elif isinstance(target, DataBlock) and isinstance(block, DataBlock):
                 _merge_data(target, block)
             else:
-                fresh = copy.deepcopy(block)
+                fresh = deep_copy(block)
                 fresh.id = generate_id()
                 self.content.append(fresh)
 
@@ -171,7 +171,7 @@ def error_chunk(text: str) -> ToolChunk:
 def chunk_from_response(response: ToolResponse) -> ToolChunk:
     """A chunk carrying a response's content, state and metadata (deep-copied)."""
     return ToolChunk(
-        content=copy.deepcopy(response.content),
+        content=deep_copy(response.content),
         state=response.state,
         metadata=dict(response.metadata),
     )

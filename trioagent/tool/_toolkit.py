@@ -12,7 +12,7 @@ The agent uses two methods:
 
 from __future__ import annotations
 
-import copy
+import collections
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias, TypeVar, cast
@@ -21,6 +21,7 @@ import jsonschema
 
 from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
+from .._core.copying import deep_copy
 from .._core.emit import Emit as ChainEmit
 from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
@@ -343,7 +344,7 @@ class Toolkit:
                 "function": {
                     "name": tool.name,
                     "description": tool.description,
-                    "parameters": remove_title_field(copy.deepcopy(tool.input_schema)),
+                    "parameters": remove_title_field(deep_copy(tool.input_schema)),
                 },
             }
             for tool, _ in self.available_tools(groups).values()
@@ -436,8 +437,8 @@ class Toolkit:
                 tool, arguments = self.validate_call(tool_call, activated_groups_of(state))
             else:
                 tool = self._tool_for_validated_call(tool_call.name)
-                arguments = copy.deepcopy(tool_input)
-            kwargs = {"tool_call": copy.deepcopy(tool_call), "tool": tool, "tool_input": arguments}
+                arguments = deep_copy(tool_input)
+            kwargs = {"tool_call": deep_copy(tool_call), "tool": tool, "tool_input": arguments}
             chain = Chain(self._layers(), _make_core(state))
             result = await run_returning(functools.partial(chain.run, kwargs), outer_emit)
         except DeveloperOrientedException:
@@ -448,7 +449,7 @@ class Toolkit:
             await outer_emit(error_chunk(_model_readable(exc)))
             return accumulated
         else:
-            final = copy.deepcopy(result)
+            final = deep_copy(result)
             final.id = tool_call.id
             return final
         finally:
@@ -492,9 +493,27 @@ def _check_tool(tool: Any) -> None:
     tool.check_middlewares()
 
 
-def _validate_input(tool: ToolBase, tool_input: JSONObject) -> None:
-    schema = tool.input_schema
+#: Validators by the id of their schema (the schema kept with its validator, so an id is never
+#: reused while cached); building one checks the schema's dialect and costs more than most
+#: validations, and every tool call of a reply validates against the same few schemas.
+_VALIDATORS: collections.OrderedDict[int, tuple[JSONObject, Any]] = collections.OrderedDict()
+_MAX_VALIDATORS = 256
+
+
+def _validator_for(schema: JSONObject) -> Any:
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        _VALIDATORS.move_to_end(id(schema))
+        return cached[1]
     validator = jsonschema.validators.validator_for(schema)(schema)
+    _VALIDATORS[id(schema)] = (schema, validator)
+    if len(_VALIDATORS) > _MAX_VALIDATORS:
+        _VALIDATORS.popitem(last=False)
+    return validator
+
+
+def _validate_input(tool: ToolBase, tool_input: JSONObject) -> None:
+    validator = _validator_for(tool.input_schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
     if error is not None:
         raise ToolInputValidationError(
