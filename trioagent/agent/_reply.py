@@ -93,23 +93,29 @@ class ModelInput:
     messages.
     """
 
-    __slots__ = ("_counted", "_state", "system_prompt", "tools")
+    __slots__ = ("_base", "_counted", "_state", "system_prompt", "tools")
 
     def __init__(self, state: AgentState, system_prompt: str, tools: list[JSONObject]) -> None:
         self._state = state
         self.system_prompt = system_prompt
         self.tools = tools
         self._counted: tuple[tuple[object, ...], int] | None = None
+        self._base: tuple[tuple[object, ...], list[Msg]] | None = None
 
     def base_messages(self) -> list[Msg]:
-        """The system prompt and the summary, as the first messages of a request."""
+        """The system prompt and the summary, as the first messages of a request (built once
+        while both are unchanged: the token count and the call share them)."""
+        summary = self._state.summary
+        key = (self.system_prompt, id(summary))
+        if self._base is not None and self._base[0] == key:
+            return list(self._base[1])
         base: list[Msg] = []
         if self.system_prompt:
             base.append(SystemMsg("system", self.system_prompt))
-        summary = self._state.summary
         if summary:
             base.append(UserMsg("user", summary if isinstance(summary, str) else list(summary)))
-        return base
+        self._base = (key, base)
+        return list(base)
 
     def messages(self) -> list[Msg]:
         """The messages of the request as the context stands now."""
