@@ -709,18 +709,29 @@ async def test_developer_error_in_concurrent_batch_ends_the_reply_after_siblings
 # -- a response cut off at the output limit ---------------------------------------------------
 
 
-async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http() -> None:
-    """OpenAI ``finish_reason: "length"`` in the middle of ``{"city": "Par``: the call is
-    answered with an error result the model reads, the tool never runs (not on a repaired
-    ``{"city": "Par"}``), and the context stays consistent and round-trips."""
+@pytest.mark.parametrize(
+    ("finish_reason", "expected", "refusal"),
+    [
+        ("length", "max_tokens", "output limit"),
+        ("content_filter", "content_filter", "content filter"),
+    ],
+)
+async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http(
+    finish_reason: str, expected: str, refusal: str
+) -> None:
+    """OpenAI ``finish_reason: "length"`` (or a content filter's ``"content_filter"``) in the
+    middle of ``{"city": "Par``: the call is answered with an error result the model reads,
+    the tool never runs (not on a repaired ``{"city": "Par"}``), and the context stays
+    consistent and round-trips."""
     from provider_kit import lookup_agent, start_server
 
     from trioagent import serialization
     from trioagent.agent import AgentState
-    from trioagent.agent._reasoning import CUT_OFF_TEXT
+    from trioagent.agent._reasoning import CUT_OFF_TEXT, FILTERED_TEXT
     from trioagent.testing import ScriptedReply, ScriptedToolCall
     from trioagent.types import FinishedReason
 
+    text_of_result = {"length": CUT_OFF_TEXT, "content_filter": FILTERED_TEXT}[finish_reason]
     seen: list[str] = []
     events: list[Any] = []
 
@@ -730,7 +741,7 @@ async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http() ->
     async with trio.open_nursery() as nursery:
         server = await start_server(nursery)
         cut = ScriptedToolCall("lookup", '{"city": "Par', id="call_cut")
-        server.push(ScriptedReply(tool_calls=[cut], finish_reason="length"), "Sorry, again?")
+        server.push(ScriptedReply(tool_calls=[cut], finish_reason=finish_reason), "Sorry, again?")
         async with server.chat_model(max_retries=0) as model:
             agent = lookup_agent(model, seen)
             final = await agent.reply(user("weather?"), on_event=on_event)
@@ -739,61 +750,21 @@ async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http() ->
     assert seen == []
     assert "".join(b.text for b in final.content if isinstance(b, TextBlock)) == "Sorry, again?"
     [end_of_cut, _] = [e for e in events if isinstance(e, ModelCallEndEvent)]
-    assert end_of_cut.finished_reason == FinishedReason.MAX_TOKENS
+    assert end_of_cut.finished_reason == FinishedReason(expected)
     [result] = results(agent)
-    assert (result.id, result.state, result.output) == ("call_cut", "error", CUT_OFF_TEXT)
-    assert "cut off" in CUT_OFF_TEXT
-    assert "output limit" in CUT_OFF_TEXT
+    assert (result.id, result.state, result.output) == ("call_cut", "error", text_of_result)
+    assert "was not run" in text_of_result
+    assert refusal in text_of_result
     assert tool_calls(agent)["call_cut"].state == ToolCallState.FINISHED
     # The model saw the error result with its call in the next request.
     second = server.requests[1].body
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
-        ("call_cut", CUT_OFF_TEXT)
+        ("call_cut", text_of_result)
     ]
     check_reply_rules(agent.state, agent.name, events)
     state = serialization.loads(serialization.dumps(agent.state), AgentState)
     assert serialization.dumps(state) == serialization.dumps(agent.state)
-
-
-async def test_a_tool_call_stopped_by_the_content_filter_never_runs_over_http() -> None:
-    """OpenAI/Azure ``finish_reason: "content_filter"`` in the middle of a tool call: as at the
-    output limit, the call is answered with an error result naming the filter and never runs;
-    the response is marked ``CONTENT_FILTER``."""
-    from provider_kit import lookup_agent, start_server
-
-    from trioagent.agent._reasoning import FILTERED_TEXT
-    from trioagent.testing import ScriptedReply, ScriptedToolCall
-    from trioagent.types import FinishedReason
-
-    seen: list[str] = []
-    events: list[Any] = []
-
-    async def on_event(event: Any) -> None:
-        events.append(event)
-
-    async with trio.open_nursery() as nursery:
-        server = await start_server(nursery)
-        cut = ScriptedToolCall("lookup", '{"city": "Par', id="call_cut")
-        server.push(ScriptedReply(tool_calls=[cut], finish_reason="content_filter"), "I can't.")
-        async with server.chat_model(max_retries=0) as model:
-            agent = lookup_agent(model, seen)
-            final = await agent.reply(user("weather?"), on_event=on_event)
-        nursery.cancel_scope.cancel()
-
-    assert seen == []
-    assert final.get_text_content() == "I can't."
-    [end_of_cut, _] = [e for e in events if isinstance(e, ModelCallEndEvent)]
-    assert end_of_cut.finished_reason == FinishedReason.CONTENT_FILTER
-    [result] = results(agent)
-    assert (result.id, result.state, result.output) == ("call_cut", "error", FILTERED_TEXT)
-    assert "content filter" in FILTERED_TEXT
-    second = server.requests[1].body
-    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
-    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
-        ("call_cut", FILTERED_TEXT)
-    ]
-    check_reply_rules(agent.state, agent.name, events)
 
 
 async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result() -> None:
