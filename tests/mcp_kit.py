@@ -34,8 +34,12 @@ def journal(line: str) -> None:
             f.write(line + "\n")
 
 
-def build_server(name: str = "kit", events: list[str] | None = None) -> MCPServer:
-    """The test server; ``events`` (in-process use) receives the journal lines too."""
+def build_server(
+    name: str = "kit", events: list[str] | None = None, *, growing: bool = False
+) -> MCPServer:
+    """The test server; ``events`` (in-process use) receives the journal lines too.  A
+    ``growing`` server also has ``grow``, which adds the tool ``extra`` and tells the client
+    its tools changed (``notifications/tools/list_changed``)."""
     server = MCPServer(name)
 
     def note(line: str) -> None:
@@ -103,6 +107,20 @@ def build_server(name: str = "kit", events: list[str] | None = None) -> MCPServe
         """Kill the server process (a crashing server)."""
         os._exit(3)
 
+    if growing:
+
+        def extra() -> str:
+            """A tool added while the server runs."""
+            return "extra"
+
+        @server.tool()
+        async def grow(ctx: Context) -> str:
+            """Add the tool ``extra`` and announce the change."""
+            server.add_tool(extra)
+            await ctx.notify_tools_changed()  # subscriptions/listen (2026-07-28)
+            await ctx.session.send_tool_list_changed()  # earlier protocol versions
+            return "grown"
+
     return server
 
 
@@ -113,13 +131,15 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serve_http(*, stateless: bool, events: list[str] | None = None) -> AsyncIterator[str]:
+async def serve_http(
+    *, stateless: bool, events: list[str] | None = None, growing: bool = False
+) -> AsyncIterator[str]:
     """Serve :func:`build_server` over streamable HTTP on loopback; yields the URL."""
     import hypercorn.config
     import hypercorn.trio
     import trio
 
-    app = build_server("web", events).streamable_http_app(stateless_http=stateless)
+    app = build_server("web", events, growing=growing).streamable_http_app(stateless_http=stateless)
     port = free_port()
     config = hypercorn.config.Config()
     config.bind = [f"127.0.0.1:{port}"]
@@ -180,4 +200,6 @@ async def server_pid(client: MCPClient) -> int:
 
 
 if __name__ == "__main__":
-    build_server(sys.argv[1] if len(sys.argv) > 1 else "kit").run("stdio")
+    names = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    server = build_server(names[0] if names else "kit", growing="--growing" in sys.argv)
+    server.run("stdio")

@@ -91,6 +91,34 @@ async def test_stdio_lists_tools_and_calls_them(tmp_path: Path) -> None:
         assert "fail" in texts(failed)
 
 
+async def grow_and_see_the_new_tool(client: MCPClient) -> None:
+    """``grow`` adds the tool ``extra`` and announces it: the client lists its tools again by
+    itself, and a toolkit holding the client offers the new tool."""
+    extra = f"mcp__{client.name}__extra"
+    toolkit = Toolkit(mcps=[client])
+    assert extra not in [t.name for t in client.listed_tools()]
+    assert texts(await client.call_tool("grow", {})) == "grown"
+    with trio.fail_after(10):
+        while extra not in [t.name for t in client.listed_tools()]:
+            await trio.sleep(0.02)
+    assert extra in [schema["function"]["name"] for schema in toolkit.get_tool_schemas()]
+    assert texts(await client.call_tool("extra", {})) == "extra"
+
+
+async def test_a_tool_change_the_server_announces_refreshes_the_listed_tools(
+    tmp_path: Path,
+) -> None:
+    async with MCPClient("kit", stdio_config(tmp_path, "--growing")) as client:
+        await grow_and_see_the_new_tool(client)
+
+
+async def test_a_tool_change_over_http_refreshes_the_listed_tools() -> None:
+    async with serve_http(stateless=False, growing=True) as url:
+        client = MCPClient("web", HttpMCPConfig(url=url))
+        async with client:
+            await grow_and_see_the_new_tool(client)
+
+
 async def test_leaving_async_with_terminates_the_stdio_server(tmp_path: Path) -> None:
     async with MCPClient("kit", stdio_config(tmp_path)) as client:
         pid = await server_pid(client)

@@ -7,7 +7,10 @@ code inside the ``async with`` block.  A **stateless** client (HTTP only) opens 
 session for every operation and holds nothing open.
 
 The toolkit reads the tools as last listed (:meth:`MCPClient.listed_tools`, no I/O): they are
-listed when the client is entered and again by ``await client.list_tools()``.
+listed when the client is entered, again by ``await client.list_tools()``, and, on a stateful
+client, whenever the server says its tools changed: a ``tools`` change event on a
+``subscriptions/listen`` stream (protocol 2026-07-28), or ``notifications/tools/list_changed``
+(earlier versions).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mcp import Client
 from mcp.client import Transport
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
@@ -41,6 +45,8 @@ __all__ = ["MCPClient", "MCPClientError"]
 logger = logging.getLogger("trioagent.mcp")
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]+")
+#: Seconds connecting waits for the server to acknowledge the tool-change subscription.
+_LISTEN_ACK_TIMEOUT = 5.0
 _T = TypeVar("_T")
 
 
@@ -148,6 +154,8 @@ class MCPClient:
         self._session: Client | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closing = trio.Event()
+        #: Holds one item while a refresh of the listed tools is due (changes coalesce).
+        self._changes_in, self._changes_out = trio.open_memory_channel[None](1)
         self._tools: list[MCPTool] | None = None
         self._listing_error: str | None = None
         self._lost: str | None = None
@@ -287,8 +295,63 @@ class MCPClient:
                 cwd=config.cwd,
                 encoding_error_handler=config.encoding_error_handler,
             )
-            return Client(stdio_client(params, errlog=config.errlog))
-        return Client(cast(Transport, _HttpTransport(config)))
+            return Client(
+                stdio_client(params, errlog=config.errlog), message_handler=self._on_message
+            )
+        return Client(cast(Transport, _HttpTransport(config)), message_handler=self._on_message)
+
+    # -- tool changes --------------------------------------------------------------------------
+
+    async def _on_message(self, message: object) -> None:
+        """The session's handler of server notifications (protocols before 2026-07-28)."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._tools_changed()
+        await trio.lowlevel.checkpoint()
+
+    def _tools_changed(self) -> None:
+        # A refresh already due lists the tools as they are by then.
+        with contextlib.suppress(trio.WouldBlock):
+            self._changes_in.send_nowait(None)
+
+    async def _refresh_on_change(self) -> None:
+        """List the tools again after each change the server announced; a failure is logged
+        and the tools listed before are kept."""
+        async for _ in self._changes_out:
+            try:
+                await self.list_tools()
+            except MCPClientError as exc:
+                logger.warning("Refreshing the tools of MCP server %r failed: %s", self._name, exc)
+
+    async def _listen_for_changes(
+        self, session: Client, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Follow the server's ``tools`` change events (protocol 2026-07-28); with an earlier
+        protocol the notifications reach :meth:`_on_message` instead.  Started once the
+        server acknowledged the subscription (events are not replayed: one published before
+        would be lost), or once it is clear there is none."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                with trio.move_on_after(_LISTEN_ACK_TIMEOUT) as waiting:
+                    subscription = await stack.enter_async_context(
+                        session.listen(tools_list_changed=True)
+                    )
+                if waiting.cancelled_caught:
+                    logger.info(
+                        "Not following tool changes of MCP server %r: no acknowledgment",
+                        self._name,
+                    )
+                    task_status.started()
+                    return
+                task_status.started()
+                async for _ in subscription:
+                    self._tools_changed()
+        except ListenNotSupportedError:
+            task_status.started()
+        except Exception as exc:
+            logger.info(
+                "Not following tool changes of MCP server %r: %s", self._name, _describe(exc)
+            )
+            task_status.started()
 
     async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
@@ -381,10 +444,14 @@ class MCPClient:
         try:
             async with self._new_session() as session:
                 await self._fetch(session)
-                self._session = session
-                started = True
-                task_status.started()
-                await self._closing.wait()
+                async with trio.open_nursery() as followers:
+                    await followers.start(self._listen_for_changes, session)
+                    followers.start_soon(self._refresh_on_change)
+                    self._session = session
+                    started = True
+                    task_status.started()
+                    await self._closing.wait()
+                    followers.cancel_scope.cancel()
         except Exception as exc:
             if not started:
                 raise
