@@ -35,12 +35,18 @@ def journal(line: str) -> None:
 
 
 def build_server(
-    name: str = "kit", events: list[str] | None = None, *, growing: bool = False
+    name: str = "kit",
+    events: list[str] | None = None,
+    *,
+    growing: bool = False,
+    listen: bool = True,
 ) -> MCPServer:
     """The test server; ``events`` (in-process use) receives the journal lines too.  A
     ``growing`` server also has ``grow``, which adds the tool ``extra`` and tells the client
-    its tools changed (``notifications/tools/list_changed``)."""
-    server = MCPServer(name)
+    its tools changed (on ``subscriptions/listen`` streams, and as
+    ``notifications/tools/list_changed``).  Without ``listen`` it serves no
+    ``subscriptions/listen`` (as servers before protocol 2026-07-28)."""
+    server = MCPServer(name, subscriptions=None if listen else False)
 
     def note(line: str) -> None:
         journal(line)
@@ -132,14 +138,21 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def serve_http(
-    *, stateless: bool, events: list[str] | None = None, growing: bool = False
+    *,
+    stateless: bool = False,
+    events: list[str] | None = None,
+    growing: bool = False,
+    sse: bool = False,
+    listen: bool = True,
 ) -> AsyncIterator[str]:
-    """Serve :func:`build_server` over streamable HTTP on loopback; yields the URL."""
+    """Serve :func:`build_server` over streamable HTTP (or, with ``sse``, the older HTTP+SSE
+    transport) on loopback; yields the URL."""
     import hypercorn.config
     import hypercorn.trio
     import trio
 
-    app = build_server("web", events, growing=growing).streamable_http_app(stateless_http=stateless)
+    server = build_server("web", events, growing=growing, listen=listen)
+    app = server.sse_app() if sse else server.streamable_http_app(stateless_http=stateless)
     port = free_port()
     config = hypercorn.config.Config()
     config.bind = [f"127.0.0.1:{port}"]
@@ -158,7 +171,7 @@ async def serve_http(
 
         await nursery.start(serve)
         try:
-            yield f"http://127.0.0.1:{port}/mcp"
+            yield f"http://127.0.0.1:{port}/{'sse' if sse else 'mcp'}"
         finally:
             stop.set()
 

@@ -112,6 +112,41 @@ async def test_a_tool_change_the_server_announces_refreshes_the_listed_tools(
         await grow_and_see_the_new_tool(client)
 
 
+async def test_the_sse_transport_lists_calls_cancels_and_follows_tool_changes() -> None:
+    """A server on the older HTTP+SSE transport (chosen by the ``/sse`` path, as AgentScope
+    does): tools listed and called, a cancelled call reaches the server, and a tool change
+    the server announces refreshes the listed tools."""
+    events: list[str] = []
+    async with serve_http(sse=True, growing=True, events=events) as url:
+        assert url.endswith("/sse")
+        config = HttpMCPConfig(url=url)
+        assert config.uses_sse
+        client = MCPClient("web", config)
+        async with client:
+            assert texts(await client.call_tool("echo", {"text": "over sse"})) == "over sse"
+            with trio.move_on_after(0.5):
+                await client.call_tool("wait", {"seconds": 30})
+            with trio.fail_after(10):
+                while "cancelled wait" not in events:
+                    await trio.sleep(0.02)
+            await grow_and_see_the_new_tool(client)
+
+
+async def test_a_server_without_subscriptions_connects_as_usual(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server that serves no ``subscriptions/listen``: the client is connected at once (no
+    wait for an acknowledgment), says at INFO that it does not follow tool changes, and works."""
+    caplog.set_level(logging.INFO, "trioagent.mcp")
+    async with serve_http(listen=False) as url:
+        client = MCPClient("web", HttpMCPConfig(url=url))
+        start = trio.current_time()
+        async with client:
+            assert trio.current_time() - start < 4  # the ack wait would be 5 s
+            assert texts(await client.call_tool("echo", {"text": "hi"})) == "hi"
+    assert "Not following tool changes of MCP server 'web'" in caplog.text
+
+
 async def test_a_tool_change_over_http_refreshes_the_listed_tools() -> None:
     async with serve_http(stateless=False, growing=True) as url:
         client = MCPClient("web", HttpMCPConfig(url=url))

@@ -40,3 +40,13 @@ def test_secrets_never_appear_in_a_repr() -> None:
     assert "sk-secret" not in repr(http)
     assert "Authorization" in repr(http)
     assert "https://***@example.com/mcp" in repr(http)
+
+
+def test_the_http_transport_is_chosen_by_path_or_by_name() -> None:
+    assert not HttpMCPConfig(url="http://h/mcp").uses_sse
+    assert HttpMCPConfig(url="http://h/sse?key=1").uses_sse
+    assert HttpMCPConfig(url="http://h/messages/").uses_sse
+    assert HttpMCPConfig(url="http://h/events", transport="sse").uses_sse
+    assert not HttpMCPConfig(url="http://h/sse", transport="streamable_http").uses_sse
+    with pytest.raises(ValueError, match="transport"):
+        HttpMCPConfig(url="http://h/mcp", transport="websocket")  # type: ignore[arg-type]

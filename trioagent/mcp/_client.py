@@ -28,6 +28,7 @@ import mcp_types
 import trio
 from mcp import Client
 from mcp.client import Transport
+from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
@@ -298,7 +299,18 @@ class MCPClient:
             return Client(
                 stdio_client(params, errlog=config.errlog), message_handler=self._on_message
             )
-        return Client(cast(Transport, _HttpTransport(config)), message_handler=self._on_message)
+        if config.uses_sse:
+            transport: object = sse_client(
+                config.url,
+                headers=config.headers,
+                timeout=_or_inf(config.timeout),
+                # The event stream of an idle session may be silent for long: its liveness
+                # shows on use (a call's execution_timeout), not as a read timeout.
+                sse_read_timeout=math.inf,
+            )
+        else:
+            transport = _HttpTransport(config)
+        return Client(cast(Transport, transport), message_handler=self._on_message)
 
     # -- tool changes --------------------------------------------------------------------------
 

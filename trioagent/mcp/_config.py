@@ -7,6 +7,7 @@ headers) never appear in a repr: only their names do.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TextIO
@@ -91,12 +92,14 @@ class StdioMCPConfig:
 
 @attrs.frozen(kw_only=True)
 class HttpMCPConfig:
-    """A server reached over streamable HTTP.
+    """A server reached over HTTP: streamable HTTP, or the older HTTP+SSE transport.
 
     Args:
-        url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
+        url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp`` (or ``.../sse``).
         headers: extra request headers (such as ``Authorization``; never shown in a repr).
         timeout: seconds for each HTTP operation; ``None`` for no limit.
+        transport: ``"streamable_http"``, ``"sse"``, or ``"auto"``: SSE when the URL's path
+            ends with ``/sse`` or ``/messages/``, else streamable HTTP.
     """
 
     url: str = attrs.field(validator=_non_empty, repr=_url_repr)
@@ -106,7 +109,18 @@ class HttpMCPConfig:
     timeout: float | None = attrs.field(
         default=30.0, validator=_positive_or_none, converter=attrs.converters.optional(float)
     )
+    transport: Literal["auto", "streamable_http", "sse"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "streamable_http", "sse"))
+    )
 
     def __attrs_post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError("HttpMCPConfig.url must start with http:// or https://")
+
+    @property
+    def uses_sse(self) -> bool:
+        """Whether the server is spoken to over HTTP+SSE (see ``transport``)."""
+        if self.transport != "auto":
+            return self.transport == "sse"
+        path = urllib.parse.urlsplit(self.url).path
+        return path.endswith(("/sse", "/messages/"))
