@@ -7,6 +7,7 @@ These run on the real clock (a subprocess, sockets) with generous bounds.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -112,6 +113,11 @@ async def test_a_tool_change_the_server_announces_refreshes_the_listed_tools(
         await grow_and_see_the_new_tool(client)
 
 
+# The SDK's SSE client leaves httpx2's byte iterators of its event stream unexhausted when its
+# task group is cancelled on close (the response itself is closed); their garbage collection
+# warns.  Collected inside the test below, under these filters, so no later test sees it.
+@pytest.mark.filterwarnings("ignore:Async generator 'httpx2:ResourceWarning")
+@pytest.mark.filterwarnings("ignore:Async generator 'httpcore2:ResourceWarning")
 async def test_the_sse_transport_lists_calls_cancels_and_follows_tool_changes() -> None:
     """A server on the older HTTP+SSE transport (chosen by the ``/sse`` path, as AgentScope
     does): tools listed and called, a cancelled call reaches the server, and a tool change
@@ -124,12 +130,17 @@ async def test_the_sse_transport_lists_calls_cancels_and_follows_tool_changes() 
         client = MCPClient("web", config)
         async with client:
             assert texts(await client.call_tool("echo", {"text": "over sse"})) == "over sse"
-            with trio.move_on_after(0.5):
-                await client.call_tool("wait", {"seconds": 30})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.call_tool, "wait", {"seconds": 30})
+                with trio.fail_after(10):
+                    while "started wait" not in events:
+                        await trio.sleep(0.02)
+                nursery.cancel_scope.cancel()
             with trio.fail_after(10):
                 while "cancelled wait" not in events:
                     await trio.sleep(0.02)
             await grow_and_see_the_new_tool(client)
+    gc.collect()
 
 
 async def test_a_server_without_subscriptions_connects_as_usual(
