@@ -315,7 +315,8 @@ class MCPClient:
     # -- tool changes --------------------------------------------------------------------------
 
     async def _on_message(self, message: object) -> None:
-        """The session's handler of server notifications (protocols before 2026-07-28)."""
+        """The session's handler of server notifications: ``notifications/tools/list_changed``
+        (how protocols before 2026-07-28 announce a change) asks for a refresh."""
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._tools_changed()
         await trio.lowlevel.checkpoint()

@@ -55,8 +55,8 @@ class Read(PathRuleTool):
     """Reads a file: text as numbered lines (``cat -n`` style), images the model accepts as
     a base64 data block, PDFs (a ``pages`` range of them) as an ``application/pdf`` data
     block when the model accepts that type, else as their extracted text.  Binary files,
-    directories, missing files and relative paths are error results.  Read-only; records what it read in the agent state's file cache, which
-    ``Write`` and ``Edit`` require.
+    directories, missing files and relative paths are error results.  Read-only; records
+    what it read in the agent state's file cache, which ``Write`` and ``Edit`` require.
 
     Args:
         max_line_characters: longer lines are cut and marked ``[truncated]``.
@@ -174,7 +174,8 @@ class Read(PathRuleTool):
             return error(f"Error reading file: {exc.strerror or exc}")
         if lines is None:
             return error(
-                f"Error: {file_path} is a binary file; only text files, images and PDFs can be read."
+                f"Error: {file_path} is a binary file; only text files, images and PDFs can "
+                "be read."
             )
         selected = lines[offset - 1 : offset - 1 + limit]
         numbered = []
@@ -220,11 +221,13 @@ class Read(PathRuleTool):
         from pypdf import PdfReader, PdfWriter
 
         raw = await read_bytes(path)
+
+        def parse() -> tuple[PdfReader, int]:
+            reader = PdfReader(io.BytesIO(raw))
+            return reader, len(reader.pages)
+
         try:
-            reader = await trio.to_thread.run_sync(
-                lambda: PdfReader(io.BytesIO(raw)), abandon_on_cancel=True
-            )
-            total = await trio.to_thread.run_sync(lambda: len(reader.pages), abandon_on_cancel=True)
+            reader, total = await trio.to_thread.run_sync(parse, abandon_on_cancel=True)
         except Exception as exc:  # pypdf's errors on a damaged or encrypted file
             return error(f"Error reading PDF: {exc}")
         span = _page_span(pages, total)
