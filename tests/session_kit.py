@@ -17,10 +17,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from trioagent.agent import AgentState
 from trioagent.message import TextBlock, ToolCallBlock, ToolResultBlock, UserMsg
@@ -145,6 +146,31 @@ async def check_store_contract(store: SessionStore) -> None:
         await store.save(sid, {"context": []}, expected_version=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="expected_version"):
         await store.save(sid, state, expected_version=-1)
+
+
+async def check_a_cancelled_save_completes_whole(
+    store: SessionStore, until_saving: Callable[[], Awaitable[object]]
+) -> None:
+    """A save cancelled while it runs (``until_saving`` returns once it is under way) still
+    stores the whole state, the cancellation lands after it, and the store stays usable."""
+    state = sample_state(2000)
+    versions: list[int] = []
+
+    async def save() -> None:
+        versions.append(await store.save("s", state, expected_version=0))
+        await trio.sleep(0)  # the cancellation lands here, after the save
+        raise AssertionError("not cancelled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(save)
+        await until_saving()
+        nursery.cancel_scope.cancel()
+    assert versions == [1]  # the save returned, then the cancellation landed
+    stored = await store.load("s")
+    assert stored is not None
+    assert stored.version == 1
+    assert dumps(stored.state) == dumps(state)
+    assert await store.save("s", AgentState(), expected_version=1) == 2
 
 
 def run_worker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -767,15 +767,8 @@ async def test_a_tool_call_cut_off_at_the_output_limit_never_runs_over_http(
     assert serialization.dumps(state) == serialization.dumps(agent.state)
 
 
-async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result() -> None:
-    """A scripted response marked ``MAX_TOKENS`` with two calls: neither runs, each gets
-    exactly one error result, written with the calls (before MODEL_CALL_END is emitted)."""
-    from trioagent.agent._reasoning import CUT_OFF_TEXT
-    from trioagent.model import ChatResponse
-    from trioagent.testing import tool_call_chunks
-    from trioagent.types import FinishedReason
-
-    ran: list[str] = []
+def recording_lookup(ran: list[str]) -> Toolkit:
+    """A toolkit whose allowed ``lookup(city)`` records each city it runs with in ``ran``."""
 
     async def lookup(city: str) -> str:
         """Look up.
@@ -788,6 +781,19 @@ async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result(
 
     toolkit = Toolkit()
     toolkit.register_function(lookup, permission=ALLOW)
+    return toolkit
+
+
+async def test_no_tool_call_of_a_cut_off_response_runs_and_each_gets_one_result() -> None:
+    """A scripted response marked ``MAX_TOKENS`` with two calls: neither runs, each gets
+    exactly one error result, written with the calls (before MODEL_CALL_END is emitted)."""
+    from trioagent.agent._reasoning import CUT_OFF_TEXT
+    from trioagent.model import ChatResponse
+    from trioagent.testing import tool_call_chunks
+    from trioagent.types import FinishedReason
+
+    ran: list[str] = []
+    toolkit = recording_lookup(ran)
     cut = [
         *tool_call_chunks("c1", "lookup", '{"city": "Paris"}'),
         *tool_call_chunks("c2", "lookup", '{"city": "Lo'),
@@ -818,18 +824,8 @@ async def test_cancel_sweep_over_a_cut_off_response(
 
     ran: list[str] = []
 
-    async def lookup(city: str) -> str:
-        """Look up.
-
-        Args:
-            city: the city.
-        """
-        ran.append(city)
-        return city
-
     def build() -> Any:
-        toolkit = Toolkit()
-        toolkit.register_function(lookup, permission=ALLOW)
+        toolkit = recording_lookup(ran)
         cut = [
             *tool_call_chunks("c1", "lookup", '{"city": ', '"Pa'),
             ChatResponse(content=[], is_last=False, finished_reason=FinishedReason(reason)),

@@ -12,7 +12,13 @@ import coredis
 import pytest
 import trio
 import trio.testing
-from session_kit import check_store_contract, redis_server, sample_state, unique
+from session_kit import (
+    check_a_cancelled_save_completes_whole,
+    check_store_contract,
+    redis_server,
+    sample_state,
+    unique,
+)
 
 from trioagent.agent import AgentState
 from trioagent.message import UserMsg
@@ -69,24 +75,7 @@ async def test_concurrent_writers_one_wins_the_others_conflict(redis_url: str) -
 
 async def test_a_cancelled_save_completes_and_the_client_stays_usable(redis_url: str) -> None:
     async with RedisSessionStore(redis_url, namespace=unique()) as store:
-        state = sample_state(2000)
-        versions: list[int] = []
-
-        async def save() -> None:
-            versions.append(await store.save("s", state, expected_version=0))
-            await trio.sleep(0)  # the cancellation lands here, after the save
-            raise AssertionError("not cancelled")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(save)
-            await trio.sleep(0)
-            nursery.cancel_scope.cancel()
-        assert versions == [1]
-        stored = await store.load("s")
-        assert stored is not None
-        assert stored.version == 1
-        assert dumps(stored.state) == dumps(state)
-        assert await store.save("s", AgentState(), expected_version=1) == 2
+        await check_a_cancelled_save_completes_whole(store, lambda: trio.sleep(0))
 
 
 async def test_namespaces_are_separate(redis_url: str) -> None:

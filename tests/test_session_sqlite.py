@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from session_kit import check_store_contract, sample_state
+from session_kit import check_a_cancelled_save_completes_whole, check_store_contract, sample_state
 
 from trioagent.agent import AgentState
 from trioagent.message import UserMsg
@@ -73,23 +73,8 @@ async def test_concurrent_writers_one_wins_the_others_conflict(tmp_path: Path) -
 async def test_a_save_cancelled_while_its_thread_runs_still_commits_whole(tmp_path: Path) -> None:
     store = SQLiteSessionStore(tmp_path / "s.sqlite3")
     await store.version("warm-up")  # the schema exists: the save below is one transaction
-    state = sample_state(2000)
-    versions: list[int] = []
-
-    async def save() -> None:
-        versions.append(await store.save("s", state, expected_version=0))
-        await trio.sleep(0)  # the cancellation lands here, after the thread
-        raise AssertionError("not cancelled")
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(save)
-        await trio.testing.wait_all_tasks_blocked()  # the save waits on its thread
-        nursery.cancel_scope.cancel()
-    assert versions == [1]  # the save returned, then the cancellation landed
-    stored = await store.load("s")
-    assert stored is not None
-    assert stored.version == 1
-    assert dumps(stored.state) == dumps(state)
+    # The cancellation comes once the save waits on its thread.
+    await check_a_cancelled_save_completes_whole(store, trio.testing.wait_all_tasks_blocked)
 
 
 async def test_a_corrupt_payload_is_a_store_error_naming_the_session(tmp_path: Path) -> None:

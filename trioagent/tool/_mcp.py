@@ -21,7 +21,6 @@ What an :class:`MCPTool` does with a call:
 from __future__ import annotations
 
 import collections
-import copy
 import logging
 import math
 import re
@@ -32,6 +31,7 @@ import attrs
 import trio
 
 from .._core.concurrency import reraise_unwrapped
+from .._core.copying import deep_copy
 from .._core.json_types import JSONObject, JSONValue
 from ..message import DataBlock, TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
@@ -143,7 +143,7 @@ def mcp_tool_name(server: str, tool: str) -> str:
 
 
 def _input_schema(spec: MCPToolSpec) -> JSONObject:
-    schema: JSONObject = copy.deepcopy(spec.input_schema) if spec.input_schema else {}
+    schema: JSONObject = deep_copy(spec.input_schema) if spec.input_schema else {}
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     schema.setdefault("required", [])
