@@ -127,6 +127,7 @@ async def cancel_sweep(
     max_points: int | None = None,
     supervised: bool = False,
     structured_schema: Any = None,
+    consumer_delay: float | None = None,
 ) -> SweepReport:
     """Cancel a reply after each of its schedule points and check the rules every time.
 
@@ -142,6 +143,10 @@ async def cancel_sweep(
             background tools).  Leaving that scope is then part of the swept schedule, and
             every background task must have ended with exactly one result when it is left.
         structured_schema: passed to each reply (a structured-output reply is swept).
+        consumer_delay: a slow consumer: every run uses the callback form
+            (``reply(on_event=...)``, in both modes) with a consumer that records each event
+            and then sleeps this many seconds -- longer than ``interrupt_grace`` sweeps a
+            consumer the cleanup cannot wait for (a stalled websocket client).
 
     Returns:
         A :class:`SweepReport`; raises :class:`SweepViolation` on the first broken rule.
@@ -154,7 +159,11 @@ async def cancel_sweep(
     as pytest-trio's ``nursery`` fixture), not at nurseries nested inside their tasks.
     """
     mode = CancelMode(mode)
-    options = {"supervised": supervised, "structured_schema": structured_schema}
+    options = {
+        "supervised": supervised,
+        "structured_schema": structured_schema,
+        "consumer_delay": consumer_delay,
+    }
     baseline = await _run_once(make_agent, inputs, mode, None, **options)
     _check_run(baseline, mode)
     if check is not None:
@@ -177,6 +186,7 @@ async def _run_once(
     cancel_at: int | None,
     supervised: bool = False,
     structured_schema: Any = None,
+    consumer_delay: float | None = None,
 ) -> SweepRun:
     agent = make_agent()
     if inspect.isawaitable(agent):
@@ -214,7 +224,7 @@ async def _run_once(
             run.steps, run.fired = counter.steps, counter.fired
 
     async def drive() -> None:
-        if mode is CancelMode.INTERRUPT:
+        if mode is CancelMode.INTERRUPT and consumer_delay is None:
             # The channel form: the consumer keeps receiving after interrupt().
             stream = agent.stream(run_inputs, structured_schema=structured_schema)
             try:
@@ -228,6 +238,8 @@ async def _run_once(
             # channel, so only a callback can witness the INTERRUPTED end.
             async def record(event: AgentEvent) -> None:
                 run.events.append(event)
+                if consumer_delay is not None:
+                    await trio.sleep(consumer_delay)
 
             run.msg = await agent.reply(
                 run_inputs, structured_schema=structured_schema, on_event=record
@@ -269,6 +281,8 @@ def _check_run(run: SweepRun, mode: CancelMode) -> None:
         raise SweepViolation(f"({where}) the reply raised {run.error!r}") from run.error
     if mode is CancelMode.INTERRUPT and run.propagated_cancel:
         raise SweepViolation(f"({where}) agent.interrupt() let trio.Cancelled escape the reply")
+    if mode is CancelMode.INTERRUPT and run.end is not None and run.msg is None:
+        raise SweepViolation(f"rule 2 ({where}): the reply ended without its final Msg")
     if not run.events and not run.fired:
         # No cancellation explains it: a layer returned without running the reply.
         raise SweepViolation(f"rule 1 ({where}): the reply ended without a single event")
