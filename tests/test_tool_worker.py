@@ -253,6 +253,7 @@ def test_process_isolation_refuses_what_a_process_cannot_run() -> None:
         FunctionTool(coroutine, isolate="process")
     with pytest.raises(TypeError, match="streams: a tool run with isolate='process' cannot"):
         FunctionTool(streams, isolate="process")
+
     def scripted(n: int) -> int:
         return n
 
