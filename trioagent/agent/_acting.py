@@ -313,10 +313,13 @@ class Actor:
                     output=[TextBlock(text=INTERRUPTED_TEXT)],
                     state=ToolResultState.INTERRUPTED,
                 )
-                delta = ToolResultTextDeltaEvent(
-                    reply_id=reply_id, tool_call_id=call.id, delta=INTERRUPTED_TEXT
-                )
-                await reply.hand_over(emit, [delta, writer.record(call, interrupted)])
+                closing: list[AgentEvent] = [
+                    ToolResultTextDeltaEvent(
+                        reply_id=reply_id, tool_call_id=call.id, delta=INTERRUPTED_TEXT
+                    ),
+                    writer.record(call, interrupted),
+                ]
+                await reply.hand_over(emit, closing)
             raise
         if response is None:
             raise RuntimeError(

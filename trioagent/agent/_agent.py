@@ -381,8 +381,11 @@ class Agent:
                     # ERROR end, or a layer died on the way out): deliver it directly, within
                     # what is left of the cleanup budget.
                     reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
-                    closing = run.exit_msg or self._closing_msg(reason, error)
-                    await run.hand_over(run.deliver, [self._end_event(run, reason, error), closing])
+                    items: list[ReplyItem] = [
+                        self._end_event(run, reason, error),
+                        run.exit_msg or self._closing_msg(reason, error),
+                    ]
+                    await run.hand_over(run.deliver, items)
                 elif run.final_msg is None and run.exit_msg is not None:
                     # The cancellation landed while the end (or the Msg after it) was on its
                     # way to the consumer, or the consumer was too slow for the cleanup budget:
