@@ -256,22 +256,27 @@ class Reply:
         self, emit: Callable[[T], Awaitable[None]], items: Iterable[T]
     ) -> None:
         deadline = self.cleanup_deadline()
-        for item in items:
+        pending = iter(items)
+        while True:
             with trio.CancelScope(shield=True, deadline=deadline) as scope:
-                # Shielded so a closing item reaches the consumer while the reply is
+                # Shielded so the closing items reach the consumer while the reply is
                 # cancelled; bounded by the reply's cleanup deadline (one
                 # react_config.interrupt_grace for the whole cleanup).
-                await emit(item)
-            if scope.cancelled_caught:
-                self._cut_short += 1
-                if self._cut_short == 1:
-                    logger.warning(
-                        "the consumer did not take the closing events of reply %s within "
-                        "interrupt_grace (%ss): the rest are handed over without waiting "
-                        "(the context and the final Msg are complete)",
-                        self.reply_id,
-                        self.grace,
-                    )
+                for item in pending:
+                    await emit(item)
+            if not scope.cancelled_caught:
+                return
+            # The budget ran out during an item: each of the rest is still handed over, in a
+            # scope already past its deadline, so only its first wait is cut short.
+            self._cut_short += 1
+            if self._cut_short == 1:
+                logger.warning(
+                    "the consumer did not take the closing events of reply %s within "
+                    "interrupt_grace (%ss): the rest are handed over without waiting "
+                    "(the context and the final Msg are complete)",
+                    self.reply_id,
+                    self.grace,
+                )
 
     def holds(self, item: ReplyItem) -> bool:
         """Hold a pulling layer's producer after an end event until the layer passed it on
