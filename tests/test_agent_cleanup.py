@@ -10,9 +10,11 @@ interrupted Msg and an outer cancellation still propagates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
-from agent_kit import ALLOW, call, calls, make_agent, text
+from agent_kit import ALLOW, call, calls, make_agent, reply_cancelled, text
 from provider_kit import open_connections
 
 from trioagent import UserMsg
@@ -61,32 +63,14 @@ async def _reply_cancelled(
     events: list[AgentEvent],
     slow: float = SLOW,
 ) -> tuple[Msg | None, bool, float]:
-    """Run a reply whose consumer records each event and then stalls for ``slow`` seconds;
-    cancel it (``mode``) once ``cancel_when`` is set.  Returns the Msg, whether the outer
-    cancellation propagated, and the time from the cancellation to the reply's return."""
+    """A reply whose consumer records each event and then stalls for ``slow`` seconds,
+    cancelled (``mode``) once ``cancel_when`` is set; see ``agent_kit.reply_cancelled``."""
 
     async def stalled(event: AgentEvent) -> None:
         events.append(event)
         await trio.sleep(slow)
 
-    result: list[Msg] = []
-    cancelled_at: list[float] = []
-    outer = trio.CancelScope()
-
-    async def reply() -> None:
-        with outer:
-            result.append(await agent.reply(UserMsg("user", "hi"), on_event=stalled))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(reply)
-        await cancel_when.wait()
-        cancelled_at.append(trio.current_time())
-        if mode == "interrupt":
-            agent.interrupt()
-        else:
-            outer.cancel()
-    took = trio.current_time() - cancelled_at[0]
-    return (result[0] if result else None), outer.cancelled_caught, took
+    return await reply_cancelled(agent, UserMsg("user", "hi"), mode, cancel_when.wait, stalled)
 
 
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])
@@ -220,6 +204,16 @@ async def test_a_stalled_consumer_cannot_keep_tool_calls_without_results(
     assert propagated is (mode == "outer")
 
 
+async def _sweep_with_a_slow_consumer(make: Callable[[], Agent], mode: str, answer: str) -> None:
+    """Sweep both the cancellation points and a consumer taking SLOW (> the grace) per
+    event; the baseline still answers ``answer``."""
+    report = await cancel_sweep(make, UserMsg("user", "hi"), mode=mode, consumer_delay=SLOW)
+    assert report.points > 5
+    assert report.outcomes["interrupted"] >= 1
+    assert report.runs[0].msg is not None
+    assert report.runs[0].msg.get_text_content() == answer
+
+
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])
 async def test_sweep_a_text_reply_with_a_consumer_slower_than_the_grace(
     autojump_clock: trio.testing.MockClock, mode: str
@@ -230,11 +224,7 @@ async def test_sweep_a_text_reply_with_a_consumer_slower_than_the_grace(
             react_config=ReActConfig(interrupt_grace=GRACE),
         )
 
-    report = await cancel_sweep(make, UserMsg("user", "hi"), mode=mode, consumer_delay=SLOW)
-    assert report.points > 5
-    assert report.outcomes["interrupted"] >= 1
-    assert report.runs[0].msg is not None
-    assert report.runs[0].msg.get_text_content() == "Trio keeps every task owned."
+    await _sweep_with_a_slow_consumer(make, mode, "Trio keeps every task owned.")
 
 
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])
@@ -262,8 +252,4 @@ async def test_sweep_a_tool_round_with_a_consumer_slower_than_the_grace(
             react_config=ReActConfig(interrupt_grace=GRACE),
         )
 
-    report = await cancel_sweep(make, UserMsg("user", "hi"), mode=mode, consumer_delay=SLOW)
-    assert report.points > 5
-    assert report.outcomes["interrupted"] >= 1
-    assert report.runs[0].msg is not None
-    assert report.runs[0].msg.get_text_content() == "Sunny in both."
+    await _sweep_with_a_slow_consumer(make, mode, "Sunny in both.")

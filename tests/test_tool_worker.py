@@ -7,11 +7,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 import trio
-from agent_kit import ALLOW, call, calls, make_agent, text
+from agent_kit import ALLOW, call, calls, make_agent, reply_cancelled, text
 from tool_workers import die, power, refuse, write_pid_and_sleep
 
 from trioagent import UserMsg
@@ -97,20 +98,12 @@ async def test_a_sync_tool_cannot_hold_a_reply_past_its_cancellation(mode: str) 
     async def record(event: AgentEvent) -> None:
         events.append(event)
 
-    result: list[Any] = []
-    outer = trio.CancelScope()
+    def thread_started() -> Awaitable[bool]:
+        return trio.to_thread.run_sync(started.wait, 10)
 
-    async def reply() -> None:
-        with outer:
-            result.append(await agent.reply(UserMsg("user", "rest"), on_event=record))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(reply)
-        await trio.to_thread.run_sync(started.wait, 10)
-        if mode == "interrupt":
-            agent.interrupt()
-        else:
-            outer.cancel()
+    msg, propagated, _ = await reply_cancelled(
+        agent, UserMsg("user", "rest"), mode, thread_started, record
+    )
     still_running = not finished.is_set()
     release.set()
     assert still_running
@@ -118,8 +111,8 @@ async def test_a_sync_tool_cannot_hold_a_reply_past_its_cancellation(mode: str) 
     assert [type(e) for e in events].count(ReplyEndEvent) == 1
     assert isinstance(events[-1], ReplyEndEvent)
     assert events[-1].finished_reason == "interrupted"
-    assert bool(result) is (mode == "interrupt")
-    assert outer.cancelled_caught is (mode == "outer")
+    assert (msg is not None) is (mode == "interrupt")
+    assert propagated is (mode == "outer")
     await _wait_until(lambda: toolkit.abandoned_threads == 0)
 
 
