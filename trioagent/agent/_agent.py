@@ -381,10 +381,10 @@ class Agent:
                     # ERROR end, or a layer died on the way out): deliver it directly, within
                     # what is left of the cleanup budget.
                     reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
-                    items: list[ReplyItem] = [
-                        self._end_event(run, reason, error),
-                        run.exit_msg or self._closing_msg(reason, error),
-                    ]
+                    exit_msg = run.exit_msg
+                    if exit_msg is None or exit_msg.finished_reason != reason:
+                        exit_msg = run.exit_msg = self._closing_msg(reason, error)
+                    items: list[ReplyItem] = [self._end_event(run, reason, error), exit_msg]
                     await run.hand_over(run.deliver, items)
                 elif run.final_msg is None and run.exit_msg is not None:
                     # The cancellation landed while the end (or the Msg after it) was on its

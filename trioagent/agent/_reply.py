@@ -160,9 +160,9 @@ class Reply:
     """
 
     __slots__ = (
+        "_budget_spent",
         "_cleanup_deadline",
         "_consumer",
-        "_cut_short",
         "end",
         "exit_msg",
         "failure",
@@ -179,12 +179,12 @@ class Reply:
         "tools",
     )
 
-    def __init__(self, consumer: Consumer | None, toolkit: Toolkit, grace: float = 5.0) -> None:
+    def __init__(self, consumer: Consumer | None, toolkit: Toolkit, grace: float) -> None:
         self._consumer = consumer
         #: ``react_config.interrupt_grace`` when the reply started: the budget of its cleanup.
         self.grace = grace
         self._cleanup_deadline: float | None = None
-        self._cut_short = 0
+        self._budget_spent = False
         self.scope = trio.CancelScope()
         self.tools = ReplyTools(toolkit)
         self.started = False
@@ -268,8 +268,8 @@ class Reply:
                 return
             # The budget ran out during an item: each of the rest is still handed over, in a
             # scope already past its deadline, so only its first wait is cut short.
-            self._cut_short += 1
-            if self._cut_short == 1:
+            if not self._budget_spent:
+                self._budget_spent = True
                 logger.warning(
                     "the consumer did not take the closing events of reply %s within "
                     "interrupt_grace (%ss): the rest are handed over without waiting "

@@ -3,6 +3,7 @@
 The reply is run once to count the schedule points its tasks pass through (a
 ``trio.abc.Instrument``), then re-run from scratch once per point, cancelling right after the
 k-th one.  Each run must end with exactly one ``ReplyEndEvent`` as its last event (rule 1),
+``interrupt()`` must leave the reply with its final Msg (rule 2),
 leave a consistent, JSON-round-trippable context where every tool call has exactly one result
 (rule 6), and leave no task and no busy HTTP connection behind (rule 7).
 

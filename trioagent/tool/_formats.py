@@ -18,7 +18,7 @@ from .._core.json_types import JSONObject, JSONValue
 from ._schema import Definitions
 from ._shape import Shape, fail, show
 
-__all__ = ["JSONClassShape", "format_shape", "jsonable_default"]
+__all__ = ["FORMATTED_CLASSES", "JSONClassShape", "format_shape", "jsonable_default"]
 
 #: A string-formatted class: its schema ``format``, what the model is told, and its parser.
 _STRING_FORMATS: tuple[tuple[type, str, str], ...] = (
@@ -86,14 +86,19 @@ class _Decimal(Shape):
         fail(f"expected a decimal number (a number or a numeric string), got {show(value)}", path)
 
 
-def format_shape(tp: type) -> Shape | None:
-    """The shape of a date/time, UUID, path or ``Decimal`` class, or ``None`` for others."""
+#: The classes :func:`format_shape` describes (and their subclasses).
+FORMATTED_CLASSES: tuple[type, ...] = (decimal.Decimal, *(cls for cls, _, _ in _STRING_FORMATS))
+
+
+def format_shape(tp: type) -> Shape:
+    """The shape of a date/time, UUID, path or ``Decimal`` class (one of
+    :data:`FORMATTED_CLASSES`)."""
     if issubclass(tp, decimal.Decimal):
         return _Decimal(tp)
     for cls, fmt, expected in _STRING_FORMATS:
         if issubclass(tp, cls):
             return _FormattedString(tp, fmt, expected)
-    return None
+    raise TypeError(f"{tp.__name__} is not one of the formatted classes")
 
 
 _JSON_CLASSES: tuple[tuple[type, str], ...] = (

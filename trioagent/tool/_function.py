@@ -191,22 +191,22 @@ class FunctionTool(ToolBase):
     async def call(self, emit: Emit, /, **kwargs: JSONValue) -> object:
         """Invoke the function (see the class docstring for the calling conventions)."""
         kwargs = self._structure(kwargs)
+        if self.isolate == "process":
+            return await run_in_process(self._func, kwargs, self.name)
+        thread_call = self._threads.new_call()
         if self._is_async:
             if self._wants_emit:
                 kwargs["emit"] = emit
             result = await cast(Awaitable[object], self._func(**kwargs))
-        elif self.isolate == "process":
-            return await run_in_process(self._func, kwargs, self.name)
         else:
-            thread_call = self._threads.new_call()
             if self._wants_emit:
                 kwargs["emit"] = _emit_from_thread(emit, thread_call)
             result = await self._threads.run(functools.partial(self._func, **kwargs), thread_call)
-            if isinstance(result, Generator):
-                await self._drain(result, emit, thread_call)
-                return None
         if inspect.isawaitable(result):
             result = await result
+        if isinstance(result, Generator):
+            await self._drain(result, emit, thread_call)
+            return None
         return result
 
     async def _drain(

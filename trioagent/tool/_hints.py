@@ -119,8 +119,10 @@ def class_docstring(cls: type) -> str | None:
     """The class's own docstring; ``None`` for the signature a dataclass or a ``NamedTuple``
     gets without one."""
     doc = cls.__dict__.get("__doc__")
-    if doc and is_named_tuple(cls) and doc == f"{cls.__name__}({', '.join(cls._fields)})":  # type: ignore[attr-defined]
-        return None
+    if doc and is_named_tuple(cls):
+        fields: tuple[str, ...] = getattr(cls, "_fields", ())
+        if doc == f"{cls.__name__}({', '.join(fields)})":
+            return None
     if doc and dataclasses.is_dataclass(cls):
         try:
             generated = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")

@@ -179,12 +179,12 @@ class Shape:
 
 
 class Anything(Shape):
-    """``Any``, ``object``, an unresolved annotation or a class the walker does not know."""
+    """``Any``, ``object``, an unresolved annotation, a ``TypeVar``, or (with an explicit
+    schema) a class no JSON value can be."""
 
-    def __init__(self, annotation: object, *, catch_all: bool, kinds: frozenset[str] | None = None):
+    def __init__(self, annotation: object, *, catch_all: bool):
         super().__init__(annotation)
         self.catch_all = catch_all
-        self.kinds = kinds
 
 
 class NoneShape(Shape):

@@ -4,9 +4,9 @@ arguments it sends, both from one walk over the signature (see :mod:`._shape`).
 A parameter's docstring text becomes its ``description`` (next to ``$ref`` for classes); a
 default is recorded as ``default`` (when JSON-serializable) and makes the parameter optional.
 ``self``, ``cls``, ``_agent_state`` and ``emit`` are left out; ``*args`` / ``**kwargs`` are
-refused (with an explicit ``input_schema`` they are left out, the schema says what a call
-passes).  An annotation that cannot be resolved (a forward reference to an unknown name) accepts any value,
-with a warning; the other parameters keep their types.
+refused (with an explicit ``input_schema`` they are left out: the schema says what a call
+passes).  An annotation that cannot be resolved (a forward reference to an unknown name)
+accepts any value, with a warning; the other parameters keep their types.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, NoReturn, Union, get_args, get_origin
 from .._core.json_types import JSONObject, JSONValue
 from ..serialization import unstructure
 from ._docstring import parse_docstring
-from ._formats import JSONClassShape, format_shape, jsonable_default
+from ._formats import FORMATTED_CLASSES, JSONClassShape, format_shape, jsonable_default
 from ._hints import RecordField, class_docstring, is_field_class, is_record_class, record_fields
 from ._schema import Definitions
 from ._shape import (
@@ -346,9 +346,11 @@ class Walker:
         known = self._classes.get(tp)
         if known is not None:
             return known
-        shape: Shape | None
+        shape: Shape
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             shape = EnumShape(tp)
+        elif isinstance(tp, type) and issubclass(tp, str | int | float | bytes):
+            shape = Scalar(tp)
         elif is_field_class(tp):
             cls = get_origin(tp) or tp
             assert isinstance(cls, type)
@@ -361,10 +363,8 @@ class Walker:
                     del self._classes[tp]
                     raise exc.within(f"{cls.__name__}.{field.key}") from None
             return record
-        elif isinstance(tp, type) and issubclass(tp, str | int | float | bytes):
-            shape = Scalar(tp)
-        elif isinstance(tp, type) and (shape := format_shape(tp)) is not None:
-            pass
+        elif isinstance(tp, type) and issubclass(tp, FORMATTED_CLASSES):
+            shape = format_shape(tp)
         elif _is_pydantic_model(tp):
             assert isinstance(tp, type)
             shape = _PydanticModel(tp)
