@@ -1,0 +1,148 @@
+"""Agents as tools: ``agent.as_tool()`` lets any agent call another.
+
+The calling agent's model sends a ``prompt``; the tool runs one reply of the inner agent and
+returns its final answer as the tool result.  The inner reply's events reach the *caller's*
+consumer, tagged with the path of agents they came through (see
+:func:`trioagent.event.agent_path`), so a user watching the outer stream sees every level.
+
+Cancellation needs nothing special: the inner reply runs inside the outer reply's acting
+nursery, so cancelling the outer reply cancels it; it ends with its own single
+``ReplyEndEvent(INTERRUPTED)`` (relayed to the consumer), the call gets an interrupted result,
+and then the outer reply ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
+
+import trio
+
+from ..event import AgentEvent, UserInterruptEvent, tag_agent
+from ..message import DataBlock, Msg, TextBlock, ToolResultState, UserMsg
+from ..permission import PermissionBehavior, PermissionDecision
+from ..tool import ToolBase, ToolResponse
+from ..types import ReplyFinishedReason
+from ._protocol import ReplyInputs
+from ._state import AgentState
+
+__all__ = ["AgentTool", "Relay", "relaying"]
+
+#: Where a running reply sends the events of agents it calls as tools (its consumer).
+Relay = Callable[[AgentEvent], Awaitable[None]]
+
+_RELAY: contextvars.ContextVar[Relay | None] = contextvars.ContextVar(
+    "trioagent_agent_relay", default=None
+)
+
+#: How a final Msg's reason becomes the tool result's state.
+RESULT_STATES = {
+    ReplyFinishedReason.COMPLETED: ToolResultState.SUCCESS,
+    ReplyFinishedReason.EXCEED_MAX_ITERS: ToolResultState.SUCCESS,
+    ReplyFinishedReason.INTERRUPTED: ToolResultState.INTERRUPTED,
+    ReplyFinishedReason.ERROR: ToolResultState.ERROR,
+}
+
+PARKED_TEXT = (
+    "The agent {name!r} stopped to wait for a confirmation or an external result ({what}), "
+    "which a call through a tool cannot wait for; its reply was aborted.  Give it a task it can finish on its own, or run it as a "
+    "TeamPipeline member, whose confirmations reach the user."
+)
+
+
+class CallableAgent(Protocol):
+    """What an :class:`AgentTool` needs of its agent (an :class:`~trioagent.agent.Agent`)."""
+
+    name: str
+    state: AgentState
+
+    async def reply(self, inputs: ReplyInputs = None, *, on_event: Relay | None = None) -> Msg: ...
+
+
+@contextlib.contextmanager
+def relaying(consumer: Relay | None) -> Iterator[None]:
+    """Make ``consumer`` the destination of nested agents' events while a reply runs.
+
+    A context variable: the acting nursery's tasks inherit it, so a tool running an inner
+    agent finds the consumer of the reply that called it.
+    """
+    token = _RELAY.set(consumer)
+    try:
+        yield
+    finally:
+        _RELAY.reset(token)
+
+
+class AgentTool(ToolBase):
+    """A tool that runs one reply of ``agent`` with the model's ``prompt``.
+
+    Args:
+        agent: the agent to call.  It keeps its own context across calls (a conversation
+            with the caller); calls to one ``AgentTool`` run one after another.
+        name: the tool's name (default: the agent's name).
+        description: what the caller's model reads (default: a sentence naming the agent).
+
+    The result is the inner reply's final text and data; an inner reply that ended
+    interrupted or with an error gives an interrupted or error result.  An inner reply that
+    parks on a confirmation or an external execution is aborted (it ends INTERRUPTED) and the
+    result says so: a tool call cannot park its caller.
+    """
+
+    is_concurrency_safe = True  # runs in its own task of the acting nursery, see relaying()
+    is_read_only = False
+
+    def __init__(
+        self, agent: CallableAgent, name: str | None = None, description: str | None = None
+    ):
+        super().__init__()
+        self.agent = agent
+        self.name = name or agent.name
+        self.description = description or (
+            f"Ask the agent {agent.name!r} to do a task and get its answer back.  It cannot "
+            "see your context: the prompt must say everything it needs."
+        )
+        self.input_schema = {
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The complete task for the agent."}
+            },
+            "required": ["prompt"],
+        }
+        self._lock = trio.StrictFIFOLock()
+
+    async def check_permissions(self, tool_input: object, context: object) -> PermissionDecision:
+        """Calling the agent is allowed; its own tools go through its own permission checks."""
+        return PermissionDecision(
+            behavior=PermissionBehavior.ALLOW, message="Calling an agent is always allowed."
+        )
+
+    async def call(self, emit: object, /, **kwargs: object) -> ToolResponse:
+        prompt = kwargs.get("prompt")
+        if not isinstance(prompt, str):
+            raise TypeError("prompt must be a string")
+        relay = _RELAY.get()
+        name = self.agent.name
+
+        async def forward(event: AgentEvent) -> None:
+            if relay is not None:
+                await relay(tag_agent(event, name))
+
+        async with self._lock:
+            msg = await self.agent.reply(UserMsg("user", prompt), on_event=forward)
+            if msg.finished_reason is None:
+                awaiting = self.agent.state.get_awaiting_tool_calls(name)
+                what = ", ".join(sorted({c.name for c in awaiting}))
+                await self.agent.reply(
+                    UserInterruptEvent(reply_id=self.agent.state.reply_id), on_event=forward
+                )
+                return ToolResponse(
+                    content=[TextBlock(text=PARKED_TEXT.format(name=name, what=what))],
+                    state=ToolResultState.ERROR,
+                )
+        content = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
+        return ToolResponse(
+            content=content or [TextBlock(text=f"The agent {name!r} finished without a reply.")],
+            state=RESULT_STATES[msg.finished_reason],
+        )
