@@ -8,14 +8,17 @@ assignments to one member one after another in call order, and no member task ou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 import trio
 
+from .._core.chain import Chain, Kwargs, Layer
 from .._core.concurrency import reraise_unwrapped
+from .._core.emit import Emit as ChainEmit
 from .._json_repair import json_loads_with_repair
-from ..agent import Agent, ReplyInputs
+from ..agent import ActingItem, Agent, ReplyInputs
 from ..event import (
     AgentEvent,
     ExternalExecutionResultEvent,
@@ -34,14 +37,17 @@ from ..message import (
     ToolResultState,
     UserMsg,
 )
+from ..middleware import TracingMiddleware
 from ..permission import PermissionBehavior, PermissionDecision
-from ..tool import ToolBase
+from ..tool import ToolBase, ToolResponse
 from ..types import ReplyFinishedReason
 from ._base import Emit, PipelineBase, participant_sink
 
 __all__ = ["TEAM_ASSIGN", "TeamAssignTool", "TeamMember", "TeamPipeline"]
 
 TEAM_ASSIGN = "TeamAssign"
+
+PARKED_TEXT = "The member is waiting for a confirmation or an external result."
 
 RESULT_STATES = {
     ReplyFinishedReason.COMPLETED: ToolResultState.SUCCESS,
@@ -143,6 +149,11 @@ class TeamPipeline(PipelineBase):
         self.members = {m.agent.name: m for m in members}
         self.reset_members = reset_members
         self._tool = TeamAssignTool(members)
+        self._tracing: list[Layer[ActingItem]] = [
+            functools.partial(mw.on_acting, leader)
+            for mw in leader.middlewares
+            if isinstance(mw, TracingMiddleware)
+        ]
         existing = leader.toolkit.get_tool(TEAM_ASSIGN)
         if existing is None:
             leader.toolkit.add_tool(self._tool)
@@ -248,22 +259,39 @@ class TeamPipeline(PipelineBase):
                 if index == 0 and resumed is not None
                 else UserMsg("user", self._parse(tool_call)[1])
             )
-            try:
-                msg = await agent.reply(inputs, on_event=sink)
-            except Exception as exc:  # the member's ERROR end was streamed; tell the leader
-                text = f"The member failed: {error_info(exc).message}"
-                finished[tool_call.id] = _result(
-                    tool_call, [TextBlock(text=text)], ToolResultState.ERROR
-                )
-                continue
-            if msg.finished_reason is None:
+            run = functools.partial(_assignment, agent, inputs, sink, tool_call)
+            result = await self._traced(tool_call, run)
+            if result is None:
                 return  # parked on a confirmation or an external result
-            blocks = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
-            finished[tool_call.id] = _result(
-                tool_call,
-                blocks or [TextBlock(text="The member finished without an answer.")],
-                RESULT_STATES[msg.finished_reason],
-            )
+            finished[tool_call.id] = result
+
+    async def _traced(
+        self, tool_call: ToolCallBlock, run: Callable[[], Awaitable[ToolResultBlock | None]]
+    ) -> ToolResultBlock | None:
+        """Run an assignment inside the leader's tracing middlewares' tool span, so the
+        member's spans nest under the leader's ``TeamAssign`` call."""
+        if not self._tracing:
+            return await run()
+        outcome: list[ToolResultBlock | None] = []
+
+        async def core(kwargs: Kwargs, emit: ChainEmit[ActingItem]) -> None:
+            result = await run()
+            outcome.append(result)
+            if result is None:
+                text, state = PARKED_TEXT, ToolResultState.SUCCESS
+                await emit(ToolResponse(content=[TextBlock(text=text)], state=state))
+            else:
+                output = result.output
+                blocks: list[TextBlock | DataBlock] = (
+                    [TextBlock(text=output)] if isinstance(output, str) else list(output)
+                )
+                await emit(ToolResponse(content=blocks, state=result.state))
+
+        async def drop(item: ActingItem) -> None:
+            pass
+
+        await Chain(self._tracing, core).run({"tool_call": tool_call}, drop)
+        return outcome[0]
 
     # -- parked participants --------------------------------------------------------------------
 
@@ -314,6 +342,25 @@ class TeamPipeline(PipelineBase):
         if not isinstance(data, dict):
             raise ValueError(f"assignment {tool_call.id!r} has no object input")
         return str(data.get("member", "")), str(data.get("prompt", ""))
+
+
+async def _assignment(
+    agent: Agent, inputs: ReplyInputs, sink: Emit, tool_call: ToolCallBlock
+) -> ToolResultBlock | None:
+    """One assignment's reply; its tool result, or ``None`` when the member parked."""
+    try:
+        msg = await agent.reply(inputs, on_event=sink)
+    except Exception as exc:  # the member's ERROR end was streamed; tell the leader
+        text = f"The member failed: {error_info(exc).message}"
+        return _result(tool_call, [TextBlock(text=text)], ToolResultState.ERROR)
+    if msg.finished_reason is None:
+        return None
+    blocks = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
+    return _result(
+        tool_call,
+        blocks or [TextBlock(text="The member finished without an answer.")],
+        RESULT_STATES[msg.finished_reason],
+    )
 
 
 def _result(
