@@ -507,7 +507,6 @@ async def test_team_states_live_in_a_session_store(
     assert [c.id for c in stored_lead.state.get_awaiting_tool_calls("lead")] == ["c1", "c2"]
 
 
-@pytest.mark.integration
 async def test_a_team_parked_in_one_process_resumes_in_another(tmp_path: Path) -> None:
     db = tmp_path / "team.db"
     ledger = tmp_path / "ledger.txt"
