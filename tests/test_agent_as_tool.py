@@ -1,0 +1,200 @@
+"""Agents as tools: ``agent.as_tool()`` / ``AgentTool``.
+
+The inner agent's answer is the call's result; its events reach the caller's consumer tagged
+with the path of agents they came through; cancelling the outer reply ends every running
+inner reply with one INTERRUPTED end each, then the outer one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from pipeline_kit import (
+    Recorder,
+    agent,
+    call,
+    calls,
+    result_text,
+    results,
+    text,
+    texts,
+    work_toolkit,
+)
+
+from trioagent.agent import Agent, AgentTool
+from trioagent.event import ReplyEndEvent, agent_path
+from trioagent.message import ToolResultState, UserMsg
+from trioagent.testing import check_nested_rules
+from trioagent.tool import Toolkit
+from trioagent.types import ReplyFinishedReason
+
+
+def chain_of_three(work_seconds: float = 1.0) -> tuple[Agent, Agent, Agent]:
+    """``boss`` asks ``clerk`` (a tool), who asks ``typist`` (a tool), who works a while."""
+    typist = agent(
+        "typist",
+        [calls(call("t1", "work", task="type")), text("typed it")],
+        work_toolkit(seconds=work_seconds),
+    )
+    clerk_tools = Toolkit()
+    clerk_tools.add_tool(typist.as_tool(description="Types things."))
+    clerk = agent(
+        "clerk",
+        [calls(call("c1", "typist", prompt="type the memo")), text("memo ready")],
+        clerk_tools,
+    )
+    boss_tools = Toolkit()
+    boss_tools.add_tool(clerk.as_tool(name="ask_clerk"))
+    boss = agent(
+        "boss", [calls(call("b1", "ask_clerk", prompt="get the memo")), text("thanks")], boss_tools
+    )
+    return boss, clerk, typist
+
+
+def test_as_tool_describes_the_agent() -> None:
+    helper = agent("helper", [])
+    tool = helper.as_tool()
+    assert isinstance(tool, AgentTool)
+    assert tool.name == "helper"
+    assert tool.agent is helper
+    assert "'helper'" in tool.description
+    assert tool.input_schema["required"] == ["prompt"]
+    named = helper.as_tool(name="ask", description="Ask it.")
+    assert (named.name, named.description) == ("ask", "Ask it.")
+
+
+async def test_events_of_every_level_reach_the_outer_consumer_tagged(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, clerk, typist = chain_of_three()
+    rec = Recorder()
+    msg = await boss.reply(UserMsg("user", "memo please"), on_event=rec)
+    assert texts(msg) == "thanks"
+    assert [(r.id, result_text(r)) for r in results(boss)] == [("b1", "memo ready")]
+    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c1", "typed it")]
+    assert {agent_path(e) for e in rec.events} == {(), ("clerk",), ("clerk", "typist")}
+    ends = [(agent_path(e), e.finished_reason) for e in rec.events if isinstance(e, ReplyEndEvent)]
+    assert ends == [
+        (("clerk", "typist"), ReplyFinishedReason.COMPLETED),
+        (("clerk",), ReplyFinishedReason.COMPLETED),
+        ((), ReplyFinishedReason.COMPLETED),
+    ]
+    assert rec.events[-1] is [e for e in rec.events if isinstance(e, ReplyEndEvent)][-1]
+    check_nested_rules([boss, clerk, typist], rec.events)
+    # The inner agent got the prompt, not the outer conversation.
+    assert [texts(m) for m in clerk.state.context if m.role == "user"] == ["get the memo"]
+
+
+async def test_the_stream_form_carries_the_inner_events_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, clerk, typist = chain_of_three()
+    async with boss.stream(UserMsg("user", "memo please")) as reply:
+        events = [e async for e in reply]
+    assert reply.msg is not None
+    assert texts(reply.msg) == "thanks"
+    assert ("clerk", "typist") in {agent_path(e) for e in events}
+    check_nested_rules([boss, clerk, typist], events)
+
+
+async def test_without_a_consumer_the_inner_events_go_nowhere(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, _, _ = chain_of_three()
+    assert texts(await boss.reply(UserMsg("user", "memo please"))) == "thanks"
+
+
+async def test_calls_to_one_agent_in_one_round_run_one_after_another(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    helper = agent(
+        "helper",
+        [
+            calls(call("w1", "work", task="a")),
+            text("first"),
+            calls(call("w2", "work", task="b")),
+            text("second"),
+        ],
+        work_toolkit(),
+    )
+    tools = Toolkit()
+    tools.add_tool(helper.as_tool())
+    outer = agent(
+        "outer",
+        [calls(call("x", "helper", prompt="one"), call("y", "helper", prompt="two")), text("ok")],
+        tools,
+    )
+    start = trio.current_time()
+    await outer.reply(UserMsg("user", "go"))
+    assert trio.current_time() - start == pytest.approx(2.0)
+    assert sorted(result_text(r) for r in results(outer)) == ["first", "second"]
+
+
+async def test_an_inner_agent_that_parks_is_aborted_with_a_readable_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asker = agent("asker", [calls(call("p", "approve", what="delete"))], work_toolkit())
+    tools = Toolkit()
+    tools.add_tool(asker.as_tool())
+    outer = agent("outer", [calls(call("x", "asker", prompt="delete it")), text("noted")], tools)
+    rec = Recorder()
+    msg = await outer.reply(UserMsg("user", "go"), on_event=rec)
+    assert texts(msg) == "noted"
+    (result,) = results(outer)
+    assert result.state == ToolResultState.ERROR
+    assert "approve" in result_text(result)
+    assert "TeamPipeline" in result_text(result)
+    assert [e.finished_reason for e in rec.ends("asker")] == [ReplyFinishedReason.INTERRUPTED]
+    assert not asker.state.has_awaiting_tool_calls("asker")
+    check_nested_rules([outer, asker], rec.events)
+
+
+async def test_an_inner_failure_is_an_error_result(autojump_clock: trio.testing.MockClock) -> None:
+    broken = agent("broken", [RuntimeError("inner model down")])
+    tools = Toolkit()
+    tools.add_tool(broken.as_tool())
+    outer = agent("outer", [calls(call("x", "broken", prompt="try")), text("coped")], tools)
+    rec = Recorder()
+    msg = await outer.reply(UserMsg("user", "go"), on_event=rec)
+    assert texts(msg) == "coped"
+    (result,) = results(outer)
+    assert result.state == ToolResultState.ERROR
+    assert "inner model down" in result_text(result)
+    assert [e.finished_reason for e in rec.ends("broken")] == [ReplyFinishedReason.ERROR]
+
+
+@pytest.mark.parametrize("how", ["interrupt", "outer"])
+async def test_cancelling_the_outer_reply_ends_every_inner_reply_once_then_the_outer(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    boss, clerk, typist = chain_of_three(work_seconds=10.0)
+    rec = Recorder()
+    returned: list[Any] = []
+    with trio.move_on_after(5.0 if how == "outer" else 60.0) as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                returned.append(await boss.reply(UserMsg("user", "memo please"), on_event=rec))
+
+            nursery.start_soon(run)
+            if how == "interrupt":
+                await trio.sleep(5.0)
+                boss.interrupt()
+    if how == "outer":
+        assert scope.cancelled_caught
+        assert not returned
+    else:
+        assert returned[0].finished_reason == ReplyFinishedReason.INTERRUPTED
+    ends = [(agent_path(e), e.finished_reason) for e in rec.events if isinstance(e, ReplyEndEvent)]
+    assert ends == [
+        (("clerk", "typist"), ReplyFinishedReason.INTERRUPTED),
+        (("clerk",), ReplyFinishedReason.INTERRUPTED),
+        ((), ReplyFinishedReason.INTERRUPTED),
+    ]
+    check_nested_rules([boss, clerk, typist], rec.events)
+    for who in (boss, clerk):
+        assert [r.state for r in results(who)] == [ToolResultState.INTERRUPTED]
+    assert not any(a.is_replying for a in (boss, clerk, typist))
