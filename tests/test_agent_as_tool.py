@@ -1,7 +1,8 @@
 """Agents as tools: ``agent.as_tool()`` / ``AgentTool``.
 
 The inner agent's answer is the call's result; its events reach the caller's consumer tagged
-with the path of agents they came through; cancelling the outer reply ends every running
+with the path of agents they came through; its confirmations surface to the outermost caller,
+and the answer sent there resumes every level; cancelling the outer reply ends every running
 inner reply with one INTERRUPTED end each, then the outer one.
 """
 
@@ -24,9 +25,17 @@ from pipeline_kit import (
     work_toolkit,
 )
 
-from trioagent.agent import Agent, AgentTool
-from trioagent.event import ReplyEndEvent, agent_path
+from trioagent.agent import Agent, AgentState, AgentTool
+from trioagent.event import (
+    ConfirmResult,
+    ReplyEndEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+    UserInterruptEvent,
+    agent_path,
+)
 from trioagent.message import ToolResultState, UserMsg
+from trioagent.serialization import dumps, loads
 from trioagent.testing import check_nested_rules
 from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason
@@ -133,23 +142,105 @@ async def test_calls_to_one_agent_in_one_round_run_one_after_another(
     assert sorted(result_text(r) for r in results(outer)) == ["first", "second"]
 
 
-async def test_an_inner_agent_that_parks_is_aborted_with_a_readable_result(
+def asking_chain() -> tuple[Agent, Agent, Agent]:
+    """``boss`` asks ``clerk`` (a tool), whose ``asker`` (a tool) must confirm ``approve``."""
+    asker = agent(
+        "asker", [calls(call("p", "approve", what="delete")), text("deleted")], work_toolkit()
+    )
+    clerk_tools = Toolkit()
+    clerk_tools.add_tool(asker.as_tool())
+    clerk = agent(
+        "clerk",
+        [calls(call("c", "asker", prompt="delete it")), text("asker says deleted")],
+        clerk_tools,
+    )
+    boss_tools = Toolkit()
+    boss_tools.add_tool(clerk.as_tool())
+    boss = agent(
+        "boss", [calls(call("b", "clerk", prompt="clean up")), text("cleaned")], boss_tools
+    )
+    return boss, clerk, asker
+
+
+def confirm_all(event: RequireUserConfirmEvent) -> UserConfirmResultEvent:
+    return UserConfirmResultEvent(
+        reply_id=event.reply_id,
+        confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in event.tool_calls],
+    )
+
+
+async def test_an_inner_confirmation_surfaces_to_the_outermost_caller_and_resumes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    asker = agent("asker", [calls(call("p", "approve", what="delete"))], work_toolkit())
-    tools = Toolkit()
-    tools.add_tool(asker.as_tool())
-    outer = agent("outer", [calls(call("x", "asker", prompt="delete it")), text("noted")], tools)
+    boss, clerk, asker = asking_chain()
     rec = Recorder()
-    msg = await outer.reply(UserMsg("user", "go"), on_event=rec)
-    assert texts(msg) == "noted"
-    (result,) = results(outer)
-    assert result.state == ToolResultState.ERROR
-    assert "approve" in result_text(result)
-    assert "TeamPipeline" in result_text(result)
-    assert [e.finished_reason for e in rec.ends("asker")] == [ReplyFinishedReason.INTERRUPTED]
-    assert not asker.state.has_awaiting_tool_calls("asker")
-    check_nested_rules([outer, asker], rec.events)
+    parked = await boss.reply(UserMsg("user", "go"), on_event=rec)
+    assert parked.finished_reason is None
+    (ask,) = [e for e in rec.events if isinstance(e, RequireUserConfirmEvent)]
+    assert agent_path(ask) == ("clerk", "asker")
+    assert ask.reply_id == asker.state.reply_id
+    # Every level waits: no end yet, each caller's call unanswered.
+    assert not [e for e in rec.events if isinstance(e, ReplyEndEvent)]
+    assert [c.id for c in boss.state.get_awaiting_tool_calls("boss")] == ["b"]
+    assert [c.id for c in clerk.state.get_awaiting_tool_calls("clerk")] == ["c"]
+    check_nested_rules([boss, clerk, asker], rec.events)
+
+    rec2 = Recorder()
+    msg = await boss.reply(confirm_all(ask), on_event=rec2)  # sent to the outermost agent
+    assert texts(msg) == "cleaned"
+    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c", "deleted")]
+    assert [(r.id, result_text(r)) for r in results(boss)] == [("b", "asker says deleted")]
+    ends = [agent_path(e) for e in rec2.events if isinstance(e, ReplyEndEvent)]
+    assert ends == [("clerk", "asker"), ("clerk",), ()]
+    check_nested_rules([boss, clerk, asker], rec2.events)
+
+
+async def test_a_user_interrupt_aborts_the_parked_inner_replies_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, clerk, asker = asking_chain()
+    await boss.reply(UserMsg("user", "go"))
+    rec = Recorder()
+    msg = await boss.reply(UserInterruptEvent(), on_event=rec)
+    assert msg.finished_reason == ReplyFinishedReason.INTERRUPTED
+    ends = [(agent_path(e), e.finished_reason) for e in rec.events if isinstance(e, ReplyEndEvent)]
+    assert ends == [
+        (("clerk", "asker"), ReplyFinishedReason.INTERRUPTED),
+        (("clerk",), ReplyFinishedReason.INTERRUPTED),
+        ((), ReplyFinishedReason.INTERRUPTED),
+    ]
+    assert not any(a.state.has_awaiting_tool_calls(a.name) for a in (boss, clerk, asker))
+    check_nested_rules([boss, clerk, asker], rec.events)
+
+
+async def test_a_parked_chain_resumes_after_a_save_and_restore(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, clerk, asker = asking_chain()
+    rec = Recorder()
+    await boss.reply(UserMsg("user", "go"), on_event=rec)
+    (ask,) = [e for e in rec.events if isinstance(e, RequireUserConfirmEvent)]
+    saved = {a.name: dumps(a.state) for a in (boss, clerk, asker)}
+    asker2 = agent(
+        "asker", [text("deleted")], work_toolkit(), state=loads(saved["asker"], AgentState)
+    )
+    clerk_tools = Toolkit()
+    clerk_tools.add_tool(asker2.as_tool())
+    clerk2 = agent(
+        "clerk", [text("asker says deleted")], clerk_tools, state=loads(saved["clerk"], AgentState)
+    )
+    boss_tools = Toolkit()
+    boss_tools.add_tool(clerk2.as_tool())
+    boss2 = agent("boss", [text("cleaned")], boss_tools, state=loads(saved["boss"], AgentState))
+    msg = await boss2.reply(confirm_all(ask))
+    assert texts(msg) == "cleaned"
+
+
+async def test_a_confirmation_for_nobody_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+    boss, _, _ = asking_chain()
+    await boss.reply(UserMsg("user", "go"))
+    with pytest.raises(ValueError, match="no tool call awaits confirmation"):
+        await boss.reply(UserConfirmResultEvent(reply_id="elsewhere", confirm_results=[]))
 
 
 async def test_an_inner_failure_is_an_error_result(autojump_clock: trio.testing.MockClock) -> None:

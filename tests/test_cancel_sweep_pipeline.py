@@ -18,7 +18,14 @@ import trio.testing
 from pipeline_kit import agent, assign, call, calls, structured, text, work_toolkit
 
 from trioagent.agent import Agent
-from trioagent.event import AgentEvent, ReplyEndEvent, ReplyStartEvent, tag_agent
+from trioagent.event import (
+    AgentEvent,
+    ConfirmResult,
+    ReplyEndEvent,
+    ReplyStartEvent,
+    UserConfirmResultEvent,
+    tag_agent,
+)
 from trioagent.message import UserMsg
 from trioagent.pipeline import GoalPipeline, TeamMember, TeamPipeline
 from trioagent.testing import SweepRun, SweepViolation, cancel_sweep, check_nested_rules
@@ -116,6 +123,45 @@ async def test_sweep_an_agent_calling_agents_two_levels_deep(
         nested, lambda: UserMsg("user", "memo"), mode=mode, check=inner_ends_first
     )
     assert report.runs[0].end is not None
+    assert report.outcomes["interrupted"] > 0
+
+
+def asking_chain() -> Agent:
+    """``boss`` asks ``clerk`` (a tool), whose ``asker`` (a tool) must confirm ``approve``."""
+    asker = agent("asker", [calls(call("p", "approve", what="x")), text("done")], work_toolkit())
+    clerk_tools = Toolkit()
+    clerk_tools.add_tool(asker.as_tool())
+    clerk = agent("clerk", [calls(call("c", "asker", prompt="x")), text("ok")], clerk_tools)
+    boss_tools = Toolkit()
+    boss_tools.add_tool(clerk.as_tool())
+    return agent("boss", [calls(call("b", "clerk", prompt="x")), text("thanks")], boss_tools)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_sweep_resuming_a_confirmation_two_levels_down(
+    mode: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The answer sent to the outermost agent is routed to the innermost; cancelled at every
+    point of that resume, each level still ends once (or stays parked, consistent)."""
+    pending: list[UserConfirmResultEvent] = []
+
+    async def parked_chain() -> Agent:
+        boss = asking_chain()
+        await boss.reply(UserMsg("user", "go"))
+        clerk = boss.toolkit.get_tool("clerk").agent  # type: ignore[union-attr]
+        asker = clerk.toolkit.get_tool("asker").agent
+        (waiting,) = asker.state.get_awaiting_tool_calls("asker")
+        pending.append(
+            UserConfirmResultEvent(
+                reply_id=asker.state.reply_id,
+                confirm_results=[ConfirmResult(confirmed=True, tool_call=waiting)],
+            )
+        )
+        return boss
+
+    report = await cancel_sweep(parked_chain, lambda: pending[-1], mode=mode)
+    assert report.runs[0].end is not None
+    assert report.runs[0].end.finished_reason == ReplyFinishedReason.COMPLETED
     assert report.outcomes["interrupted"] > 0
 
 

@@ -476,6 +476,7 @@ class Agent:
         run.session_id = self.state.session_id
         if isinstance(event, UserInterruptEvent):
             if self.state.has_awaiting_tool_calls(self.name):
+                await self._resumer.abort_nested(run.tools)
                 run.started = True
                 run.reply_id = self.state.reply_id
                 raise StopReply
@@ -490,7 +491,7 @@ class Agent:
                 )
             run.started = True
             run.reply_id = self.state.reply_id
-            await self._resumer.apply(event, emit)
+            await self._resumer.apply(event, emit, run.tools)
         else:
             incoming = self._checked_copies(msgs, "inputs")  # before anything changes
             if schema is not None:

@@ -5,6 +5,14 @@ returns its final answer as the tool result.  The inner reply's events reach the
 consumer, tagged with the path of agents they came through (see
 :func:`trioagent.event.agent_path`), so a user watching the outer stream sees every level.
 
+Human in the loop goes through: an inner reply that parks on a confirmation or an external
+execution parks the calling reply too (its call waits, unanswered), the inner request reaches
+the consumer tagged with its path, and the answer sent to the *outer* agent —
+``UserConfirmResultEvent(reply_id=<the inner reply id>, ...)`` — is routed down to the inner
+agent (any depth); when the inner reply finishes, its answer is the call's result and the
+outer reply goes on.  A ``UserInterruptEvent`` to the outer agent aborts the parked inner
+replies first.
+
 Cancellation needs nothing special: the inner reply runs inside the outer reply's acting
 nursery, so cancelling the outer reply cancels it; it ends with its own single
 ``ReplyEndEvent(INTERRUPTED)`` (relayed to the consumer), the call gets an interrupted result,
@@ -20,15 +28,29 @@ from typing import Protocol
 
 import trio
 
-from ..event import AgentEvent, UserInterruptEvent, tag_agent
-from ..message import DataBlock, Msg, TextBlock, ToolResultState, UserMsg
+from ..event import (
+    AgentEvent,
+    ExternalExecutionResultEvent,
+    UserConfirmResultEvent,
+    UserInterruptEvent,
+    tag_agent,
+)
+from ..message import (
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolCallState,
+    ToolResultState,
+    UserMsg,
+)
 from ..permission import PermissionBehavior, PermissionDecision
-from ..tool import ToolBase, ToolResponse
+from ..tool import ToolBase, Toolkit, ToolResponse
 from ..types import ReplyFinishedReason
 from ._protocol import ReplyInputs
 from ._state import AgentState
 
-__all__ = ["AgentTool", "Relay", "relaying"]
+__all__ = ["PARKED_KEY", "AgentTool", "Relay", "nested_waiting", "relaying"]
 
 #: Where a running reply sends the events of agents it calls as tools (its consumer).
 Relay = Callable[[AgentEvent], Awaitable[None]]
@@ -36,6 +58,8 @@ Relay = Callable[[AgentEvent], Awaitable[None]]
 _RELAY: contextvars.ContextVar[Relay | None] = contextvars.ContextVar(
     "trioagent_agent_relay", default=None
 )
+
+ResumeInput = UserConfirmResultEvent | ExternalExecutionResultEvent
 
 #: How a final Msg's reason becomes the tool result's state.
 RESULT_STATES = {
@@ -45,11 +69,10 @@ RESULT_STATES = {
     ReplyFinishedReason.ERROR: ToolResultState.ERROR,
 }
 
-PARKED_TEXT = (
-    "The agent {name!r} stopped to wait for a confirmation or an external result ({what}), "
-    "which a call through a tool cannot wait for; its reply was aborted.  Give it a task it can finish on its own, or run it as a "
-    "TeamPipeline member, whose confirmations reach the user."
-)
+PARKED_TEXT = "The agent {name!r} waits for a confirmation or an external result ({what})."
+
+#: Marks the response of a call whose agent parked: the calling reply parks on the call.
+PARKED_KEY = "trioagent.parked_agent"
 
 
 class CallableAgent(Protocol):
@@ -57,8 +80,11 @@ class CallableAgent(Protocol):
 
     name: str
     state: AgentState
+    toolkit: Toolkit
 
-    async def reply(self, inputs: ReplyInputs = None, *, on_event: Relay | None = None) -> Msg: ...
+    async def reply(self, inputs: ReplyInputs = None, *, on_event: Relay | None = None) -> Msg:
+        """Run (or resume) one reply."""
+        ...
 
 
 @contextlib.contextmanager
@@ -86,8 +112,7 @@ class AgentTool(ToolBase):
 
     The result is the inner reply's final text and data; an inner reply that ended
     interrupted or with an error gives an interrupted or error result.  An inner reply that
-    parks on a confirmation or an external execution is aborted (it ends INTERRUPTED) and the
-    result says so: a tool call cannot park its caller.
+    parks parks the caller's call (see the module docstring).
     """
 
     is_concurrency_safe = True  # runs in its own task of the acting nursery, see relaying()
@@ -113,7 +138,7 @@ class AgentTool(ToolBase):
         self._lock = trio.StrictFIFOLock()
 
     async def check_permissions(self, tool_input: object, context: object) -> PermissionDecision:
-        """Calling the agent is allowed; its own tools go through its own permission checks."""
+        """Calling the agent is allowed; its own tools go through their own permission checks."""
         return PermissionDecision(
             behavior=PermissionBehavior.ALLOW, message="Calling an agent is always allowed."
         )
@@ -122,6 +147,43 @@ class AgentTool(ToolBase):
         prompt = kwargs.get("prompt")
         if not isinstance(prompt, str):
             raise TypeError("prompt must be a string")
+        async with self._lock:
+            if self.parked:
+                # Left parked by a caller that was cancelled meanwhile: abort it first.
+                await self.abort()
+            return self._response(
+                await self.agent.reply(UserMsg("user", prompt), on_event=self._forward())
+            )
+
+    @property
+    def parked(self) -> bool:
+        """Whether the agent waits for a confirmation or an external result."""
+        return self.agent.state.has_awaiting_tool_calls(self.agent.name)
+
+    def waits_on(self, reply_id: str) -> bool:
+        """Whether the agent — or an agent it called as a tool, at any depth — is parked on
+        the reply ``reply_id``."""
+        if not self.parked:
+            return False
+        return (
+            self.agent.state.reply_id == reply_id
+            or nested_waiting(self.agent.state, self.agent.name, self.agent.toolkit, reply_id)
+            is not None
+        )
+
+    async def resume(self, event: ResumeInput) -> ToolResponse:
+        """Send a parked reply's answer to the agent (it routes it further down if needed);
+        the call's response, marked parked again if the agent still waits."""
+        async with self._lock:
+            return self._response(await self.agent.reply(event, on_event=self._forward()))
+
+    async def abort(self) -> None:
+        """End the agent's parked reply (and those it waits on) with one INTERRUPTED end."""
+        if self.parked:
+            event = UserInterruptEvent(reply_id=self.agent.state.reply_id)
+            await self.agent.reply(event, on_event=self._forward())
+
+    def _forward(self) -> Relay:
         relay = _RELAY.get()
         name = self.agent.name
 
@@ -129,20 +191,42 @@ class AgentTool(ToolBase):
             if relay is not None:
                 await relay(tag_agent(event, name))
 
-        async with self._lock:
-            msg = await self.agent.reply(UserMsg("user", prompt), on_event=forward)
-            if msg.finished_reason is None:
-                awaiting = self.agent.state.get_awaiting_tool_calls(name)
-                what = ", ".join(sorted({c.name for c in awaiting}))
-                await self.agent.reply(
-                    UserInterruptEvent(reply_id=self.agent.state.reply_id), on_event=forward
-                )
-                return ToolResponse(
-                    content=[TextBlock(text=PARKED_TEXT.format(name=name, what=what))],
-                    state=ToolResultState.ERROR,
-                )
+        return forward
+
+    def _response(self, msg: Msg) -> ToolResponse:
+        name = self.agent.name
+        if msg.finished_reason is None:
+            awaiting = self.agent.state.get_awaiting_tool_calls(name)
+            what = ", ".join(sorted({c.name for c in awaiting}))
+            return ToolResponse(
+                content=[TextBlock(text=PARKED_TEXT.format(name=name, what=what))],
+                metadata={PARKED_KEY: self.agent.state.reply_id},
+            )
         content = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
         return ToolResponse(
             content=content or [TextBlock(text=f"The agent {name!r} finished without a reply.")],
             state=RESULT_STATES[msg.finished_reason],
         )
+
+
+class ToolSource(Protocol):
+    """Where a tool is looked up by name (a toolkit, a reply's tools)."""
+
+    def get_tool(self, name: str) -> ToolBase | None:
+        """The tool named ``name``, or ``None``."""
+        ...
+
+
+def nested_waiting(
+    state: AgentState, name: str, toolkit: ToolSource, reply_id: str
+) -> tuple[ToolCallBlock, AgentTool] | None:
+    """The parked call of an agent whose :class:`AgentTool` waits on ``reply_id``, if any."""
+    for call in state.get_awaiting_tool_calls(name):
+        tool = toolkit.get_tool(call.name)
+        if (
+            call.state == ToolCallState.SUBMITTED
+            and isinstance(tool, AgentTool)
+            and tool.waits_on(reply_id)
+        ):
+            return call, tool
+    return None

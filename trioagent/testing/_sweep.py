@@ -351,18 +351,34 @@ def check_nested_rules(
             raise SweepViolation(f"rule 1 ({where}): an inner reply ended after the outer one")
     for agent in agents:
         mine = [e for e in events if e.reply_id == agent.state.reply_id]
-        check_reply_rules(agent.state, agent.name, mine, where=f"{where}, agent {agent.name!r}")
+        check_reply_rules(
+            agent.state,
+            agent.name,
+            mine,
+            where=f"{where}, agent {agent.name!r}",
+            parked=agent.state.reply_id in parked - ended,
+        )
 
 
 def check_reply_rules(
-    state: AgentState, name: str, events: Sequence[AgentEvent], *, where: str = ""
+    state: AgentState,
+    name: str,
+    events: Sequence[AgentEvent],
+    *,
+    where: str = "",
+    parked: bool | None = None,
 ) -> None:
-    """Rules 1 and 6 for one reply's events and the agent's state afterwards."""
+    """Rules 1 and 6 for one reply's events and the agent's state afterwards.
+
+    ``parked`` says whether the reply is parked; by default it is read from the events (some
+    events, no end) and the state (calls still waiting).
+    """
     ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
     # Parked: no end, and calls still wait for the user or an external result.  The last event
     # need not be a REQUIRE_* one (in a concurrent batch other calls finish after a prompt; a
     # partial resume parks again without a new prompt).
-    parked = bool(events) and not ends and state.has_awaiting_tool_calls(name)
+    if parked is None:
+        parked = bool(events) and not ends and state.has_awaiting_tool_calls(name)
     if not events or (parked and not ends):
         pass  # cancelled before the reply started, or parked (no end until it resumes)
     elif len(ends) != 1:
