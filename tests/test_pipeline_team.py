@@ -51,6 +51,7 @@ from trioagent.pipeline import PipelineProtocol, TeamMember, TeamPipeline
 from trioagent.serialization import dumps, loads
 from trioagent.session import SessionMiddleware, SQLiteSessionStore
 from trioagent.testing import check_nested_rules
+from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason
 
 WORKER = Path(__file__).with_name("pipeline_worker.py")
@@ -377,6 +378,29 @@ async def test_the_leaders_own_external_tool_reaches_the_caller(
         ExternalExecutionResultEvent(reply_id=request.reply_id, execution_results=[done])
     )
     assert texts(msg) == "both back"
+
+
+async def test_a_members_inner_agent_confirmation_is_routed_through_the_member(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A member calls an agent as a tool, and that agent must confirm: the request reaches
+    the team's caller tagged (member, inner agent); the answer sent to the team resumes it."""
+    inner = agent(
+        "vault", [calls(call("p", "approve", what="open")), text("opened")], work_toolkit()
+    )
+    tools = Toolkit()
+    tools.add_tool(inner.as_tool())
+    keeper = agent("keeper", [calls(call("k", "vault", prompt="open")), text("vault open")], tools)
+    leader = agent("lead", [calls(assign("a", "keeper", "open the vault")), text("done")])
+    team = TeamPipeline(leader, [TeamMember(keeper, "keeps the vault")])
+    rec = Recorder()
+    parked = await team.reply(UserMsg("user", "go"), on_event=rec)
+    assert parked.finished_reason is None
+    (ask,) = [e for e in rec.events if isinstance(e, RequireUserConfirmEvent)]
+    assert agent_path(ask) == ("keeper", "vault")
+    msg = await team.reply(confirm(ask))
+    assert texts(msg) == "done"
+    assert [result_text(r) for r in results(leader)] == ["vault open"]
 
 
 # -- cancellation ----------------------------------------------------------------------------------

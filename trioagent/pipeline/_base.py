@@ -10,12 +10,12 @@ from typing import Protocol, runtime_checkable
 import trio
 
 from .._core.concurrency import is_cancellation
-from ..agent import Agent, AgentState, ReplyInputs, ReplyStream
+from ..agent import Agent, AgentState, AgentTool, ReplyInputs, ReplyStream
 from ..event import AgentEvent, tag_agent
 from ..message import AssistantMsg, Msg
 from ..types import ReplyFinishedReason
 
-__all__ = ["Emit", "PipelineBase", "PipelineProtocol", "participant_sink"]
+__all__ = ["Emit", "PipelineBase", "PipelineProtocol", "parked_on", "participant_sink"]
 
 #: Where a pipeline sends the (tagged) events of its participants.
 Emit = Callable[[AgentEvent], Awaitable[None]]
@@ -50,6 +50,19 @@ class PipelineProtocol(Protocol):
     def interrupt(self) -> None:
         """Cancel the running reply, if any."""
         ...
+
+
+def parked_on(agent: Agent, reply_id: str) -> bool:
+    """Whether ``agent`` is parked on the reply ``reply_id``: its own, or that of an agent it
+    called as a tool (at any depth), which its own reply routes the answer to."""
+    state = agent.state
+    awaiting = state.get_awaiting_tool_calls(agent.name)
+    if not awaiting:
+        return False
+    if state.reply_id == reply_id:
+        return True
+    tools = (agent.toolkit.get_tool(call.name) for call in awaiting)
+    return any(isinstance(tool, AgentTool) and tool.waits_on(reply_id) for tool in tools)
 
 
 def participant_sink(emit: Emit, agent: Agent) -> Emit:

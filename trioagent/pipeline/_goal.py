@@ -20,7 +20,7 @@ from ..exception import StructuredOutputError
 from ..message import DataBlock, Msg, TextBlock, UserMsg
 from ..serialization import structure, unstructure
 from ..types import ReplyFinishedReason
-from ._base import Emit, PipelineBase, participant_sink
+from ._base import Emit, PipelineBase, parked_on, participant_sink
 
 __all__ = ["EXECUTION_REPORT_SCHEMA", "VERIFICATION_SCHEMA", "GoalPipeline", "GoalProgress"]
 
@@ -161,9 +161,14 @@ class GoalPipeline(PipelineBase):
         if isinstance(
             inputs, UserConfirmResultEvent | ExternalExecutionResultEvent | UserInterruptEvent
         ):
-            parked = self._parked_on(inputs.reply_id)
             if isinstance(inputs, UserInterruptEvent):
-                return await parked.reply(inputs, on_event=participant_sink(emit, parked))
+                if inputs.reply_id:
+                    self._parked_on(inputs.reply_id)  # a reply id, if given, must be parked
+                aborted = await self._abort(emit)
+                if aborted is None:
+                    raise ValueError("no participant of the goal loop is parked")
+                return aborted
+            parked = self._parked_on(inputs.reply_id)
             if parked is self.executor:
                 executor_in = inputs
             else:
@@ -275,7 +280,7 @@ class GoalPipeline(PipelineBase):
 
     def _parked_on(self, reply_id: str) -> Agent:
         for agent in self.participants:
-            if agent.state.reply_id == reply_id and agent.state.has_awaiting_tool_calls(agent.name):
+            if parked_on(agent, reply_id):
                 return agent
         raise ValueError(f"no participant of the goal loop is parked on reply {reply_id!r}")
 

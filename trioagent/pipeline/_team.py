@@ -41,7 +41,7 @@ from ..middleware import TracingMiddleware
 from ..permission import PermissionBehavior, PermissionDecision
 from ..tool import ToolBase, ToolResponse
 from ..types import ReplyFinishedReason
-from ._base import Emit, PipelineBase, participant_sink
+from ._base import Emit, PipelineBase, parked_on, participant_sink
 
 __all__ = ["TEAM_ASSIGN", "TeamAssignTool", "TeamMember", "TeamPipeline"]
 
@@ -316,7 +316,7 @@ class TeamPipeline(PipelineBase):
 
     def _parked_member(self, reply_id: str) -> TeamMember:
         for member in self._parked_members():
-            if member.agent.state.reply_id == reply_id:
+            if parked_on(member.agent, reply_id):
                 return member
         raise ValueError(f"no participant of the team is parked on reply {reply_id!r}")
 
