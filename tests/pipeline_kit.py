@@ -14,7 +14,14 @@ from typing import Any
 import trio
 
 from trioagent.agent import Agent, AgentState, InjectionConfig
-from trioagent.event import AgentEvent, ReplyEndEvent, agent_path
+from trioagent.event import (
+    AgentEvent,
+    ConfirmResult,
+    ReplyEndEvent,
+    RequireUserConfirmEvent,
+    UserConfirmResultEvent,
+    agent_path,
+)
 from trioagent.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from trioagent.model import ChatResponse
 from trioagent.permission import PermissionBehavior, PermissionDecision
@@ -133,3 +140,47 @@ def result_text(result: ToolResultBlock) -> str:
 
 def texts(msg: Msg) -> str:
     return "".join(b.text for b in msg.content if isinstance(b, TextBlock))
+
+
+def confirm(event: RequireUserConfirmEvent, confirmed: bool = True) -> UserConfirmResultEvent:
+    """The answer to a confirmation request, for every call it names, by its reply id."""
+    return UserConfirmResultEvent(
+        reply_id=event.reply_id,
+        confirm_results=[ConfirmResult(confirmed=confirmed, tool_call=c) for c in event.tool_calls],
+    )
+
+
+def worker(name: str, seconds: float = 1.0) -> Agent:
+    """An agent that runs ``work`` once (``seconds`` of mock time), then answers."""
+    return agent(
+        name,
+        [calls(call(f"w-{name}", "work", task=name)), text(f"{name} done")],
+        work_toolkit(seconds=seconds),
+    )
+
+
+def asker(name: str = "asker") -> Agent:
+    """An agent whose ``approve`` call needs the user's confirmation, then answers."""
+    return agent(
+        name,
+        [calls(call(f"p-{name}", "approve", what=name)), text(f"{name} approved")],
+        work_toolkit(),
+    )
+
+
+def calling_chain(inner: Agent) -> tuple[Agent, Agent]:
+    """``boss`` calls ``clerk`` as a tool, ``clerk`` calls ``inner`` as a tool; each answers
+    after its call: ``(boss, clerk)``."""
+    clerk_tools = Toolkit()
+    clerk_tools.add_tool(inner.as_tool())
+    clerk = agent(
+        "clerk",
+        [calls(call("c", inner.name, prompt=f"ask {inner.name}")), text("clerk done")],
+        clerk_tools,
+    )
+    boss_tools = Toolkit()
+    boss_tools.add_tool(clerk.as_tool())
+    boss = agent(
+        "boss", [calls(call("b", "clerk", prompt="ask clerk")), text("boss done")], boss_tools
+    )
+    return boss, clerk

@@ -16,18 +16,21 @@ import trio.testing
 from pipeline_kit import (
     Recorder,
     agent,
+    asker,
     call,
+    calling_chain,
     calls,
+    confirm,
     result_text,
     results,
     text,
     texts,
     work_toolkit,
+    worker,
 )
 
 from trioagent.agent import Agent, AgentState, AgentTool
 from trioagent.event import (
-    ConfirmResult,
     ReplyEndEvent,
     RequireUserConfirmEvent,
     UserConfirmResultEvent,
@@ -43,24 +46,8 @@ from trioagent.types import ReplyFinishedReason
 
 def chain_of_three(work_seconds: float = 1.0) -> tuple[Agent, Agent, Agent]:
     """``boss`` asks ``clerk`` (a tool), who asks ``typist`` (a tool), who works a while."""
-    typist = agent(
-        "typist",
-        [calls(call("t1", "work", task="type")), text("typed it")],
-        work_toolkit(seconds=work_seconds),
-    )
-    clerk_tools = Toolkit()
-    clerk_tools.add_tool(typist.as_tool(description="Types things."))
-    clerk = agent(
-        "clerk",
-        [calls(call("c1", "typist", prompt="type the memo")), text("memo ready")],
-        clerk_tools,
-    )
-    boss_tools = Toolkit()
-    boss_tools.add_tool(clerk.as_tool(name="ask_clerk"))
-    boss = agent(
-        "boss", [calls(call("b1", "ask_clerk", prompt="get the memo")), text("thanks")], boss_tools
-    )
-    return boss, clerk, typist
+    typist = worker("typist", work_seconds)
+    return (*calling_chain(typist), typist)
 
 
 def test_as_tool_describes_the_agent() -> None:
@@ -81,9 +68,9 @@ async def test_events_of_every_level_reach_the_outer_consumer_tagged(
     boss, clerk, typist = chain_of_three()
     rec = Recorder()
     msg = await boss.reply(UserMsg("user", "memo please"), on_event=rec)
-    assert texts(msg) == "thanks"
-    assert [(r.id, result_text(r)) for r in results(boss)] == [("b1", "memo ready")]
-    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c1", "typed it")]
+    assert texts(msg) == "boss done"
+    assert [(r.id, result_text(r)) for r in results(boss)] == [("b", "clerk done")]
+    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c", "typist done")]
     assert {agent_path(e) for e in rec.events} == {(), ("clerk",), ("clerk", "typist")}
     ends = [(agent_path(e), e.finished_reason) for e in rec.events if isinstance(e, ReplyEndEvent)]
     assert ends == [
@@ -94,7 +81,7 @@ async def test_events_of_every_level_reach_the_outer_consumer_tagged(
     assert rec.events[-1] is [e for e in rec.events if isinstance(e, ReplyEndEvent)][-1]
     check_nested_rules([boss, clerk, typist], rec.events)
     # The inner agent got the prompt, not the outer conversation.
-    assert [texts(m) for m in clerk.state.context if m.role == "user"] == ["get the memo"]
+    assert [texts(m) for m in clerk.state.context if m.role == "user"] == ["ask clerk"]
 
 
 async def test_the_stream_form_carries_the_inner_events_too(
@@ -104,7 +91,7 @@ async def test_the_stream_form_carries_the_inner_events_too(
     async with boss.stream(UserMsg("user", "memo please")) as reply:
         events = [e async for e in reply]
     assert reply.msg is not None
-    assert texts(reply.msg) == "thanks"
+    assert texts(reply.msg) == "boss done"
     assert ("clerk", "typist") in {agent_path(e) for e in events}
     check_nested_rules([boss, clerk, typist], events)
 
@@ -113,7 +100,7 @@ async def test_without_a_consumer_the_inner_events_go_nowhere(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     boss, _, _ = chain_of_three()
-    assert texts(await boss.reply(UserMsg("user", "memo please"))) == "thanks"
+    assert texts(await boss.reply(UserMsg("user", "memo please"))) == "boss done"
 
 
 async def test_calls_to_one_agent_in_one_round_run_one_after_another(
@@ -144,29 +131,8 @@ async def test_calls_to_one_agent_in_one_round_run_one_after_another(
 
 def asking_chain() -> tuple[Agent, Agent, Agent]:
     """``boss`` asks ``clerk`` (a tool), whose ``asker`` (a tool) must confirm ``approve``."""
-    asker = agent(
-        "asker", [calls(call("p", "approve", what="delete")), text("deleted")], work_toolkit()
-    )
-    clerk_tools = Toolkit()
-    clerk_tools.add_tool(asker.as_tool())
-    clerk = agent(
-        "clerk",
-        [calls(call("c", "asker", prompt="delete it")), text("asker says deleted")],
-        clerk_tools,
-    )
-    boss_tools = Toolkit()
-    boss_tools.add_tool(clerk.as_tool())
-    boss = agent(
-        "boss", [calls(call("b", "clerk", prompt="clean up")), text("cleaned")], boss_tools
-    )
-    return boss, clerk, asker
-
-
-def confirm_all(event: RequireUserConfirmEvent) -> UserConfirmResultEvent:
-    return UserConfirmResultEvent(
-        reply_id=event.reply_id,
-        confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in event.tool_calls],
-    )
+    inner = asker()
+    return (*calling_chain(inner), inner)
 
 
 async def test_an_inner_confirmation_surfaces_to_the_outermost_caller_and_resumes(
@@ -186,10 +152,10 @@ async def test_an_inner_confirmation_surfaces_to_the_outermost_caller_and_resume
     check_nested_rules([boss, clerk, asker], rec.events)
 
     rec2 = Recorder()
-    msg = await boss.reply(confirm_all(ask), on_event=rec2)  # sent to the outermost agent
-    assert texts(msg) == "cleaned"
-    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c", "deleted")]
-    assert [(r.id, result_text(r)) for r in results(boss)] == [("b", "asker says deleted")]
+    msg = await boss.reply(confirm(ask), on_event=rec2)  # sent to the outermost agent
+    assert texts(msg) == "boss done"
+    assert [(r.id, result_text(r)) for r in results(clerk)] == [("c", "asker approved")]
+    assert [(r.id, result_text(r)) for r in results(boss)] == [("b", "clerk done")]
     ends = [agent_path(e) for e in rec2.events if isinstance(e, ReplyEndEvent)]
     assert ends == [("clerk", "asker"), ("clerk",), ()]
     check_nested_rules([boss, clerk, asker], rec2.events)
@@ -227,13 +193,13 @@ async def test_a_parked_chain_resumes_after_a_save_and_restore(
     clerk_tools = Toolkit()
     clerk_tools.add_tool(asker2.as_tool())
     clerk2 = agent(
-        "clerk", [text("asker says deleted")], clerk_tools, state=loads(saved["clerk"], AgentState)
+        "clerk", [text("clerk done")], clerk_tools, state=loads(saved["clerk"], AgentState)
     )
     boss_tools = Toolkit()
     boss_tools.add_tool(clerk2.as_tool())
-    boss2 = agent("boss", [text("cleaned")], boss_tools, state=loads(saved["boss"], AgentState))
-    msg = await boss2.reply(confirm_all(ask))
-    assert texts(msg) == "cleaned"
+    boss2 = agent("boss", [text("boss done")], boss_tools, state=loads(saved["boss"], AgentState))
+    msg = await boss2.reply(confirm(ask))
+    assert texts(msg) == "boss done"
 
 
 async def test_a_confirmation_for_nobody_is_refused(autojump_clock: trio.testing.MockClock) -> None:

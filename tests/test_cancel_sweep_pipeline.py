@@ -15,7 +15,18 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from pipeline_kit import agent, assign, call, calls, structured, text, work_toolkit
+from pipeline_kit import (
+    agent,
+    asker,
+    assign,
+    call,
+    calling_chain,
+    calls,
+    structured,
+    text,
+    work_toolkit,
+    worker,
+)
 
 from trioagent.agent import Agent
 from trioagent.event import (
@@ -29,7 +40,6 @@ from trioagent.event import (
 from trioagent.message import UserMsg
 from trioagent.pipeline import GoalPipeline, TeamMember, TeamPipeline
 from trioagent.testing import SweepRun, SweepViolation, cancel_sweep, check_nested_rules
-from trioagent.tool import Toolkit
 from trioagent.types import ReplyFinishedReason
 
 MODES = ["interrupt", "outer"]
@@ -71,13 +81,7 @@ def goal() -> GoalPipeline:
 
 
 def nested() -> Agent:
-    typist = agent("typist", [calls(call("t", "work", task="type")), text("typed")], work_toolkit())
-    clerk_tools = Toolkit()
-    clerk_tools.add_tool(typist.as_tool())
-    clerk = agent("clerk", [calls(call("c", "typist", prompt="type")), text("ready")], clerk_tools)
-    boss_tools = Toolkit()
-    boss_tools.add_tool(clerk.as_tool())
-    return agent("boss", [calls(call("b", "clerk", prompt="memo")), text("thanks")], boss_tools)
+    return calling_chain(worker("typist"))[0]
 
 
 def no_member_left_running(run: SweepRun) -> None:
@@ -126,17 +130,6 @@ async def test_sweep_an_agent_calling_agents_two_levels_deep(
     assert report.outcomes["interrupted"] > 0
 
 
-def asking_chain() -> Agent:
-    """``boss`` asks ``clerk`` (a tool), whose ``asker`` (a tool) must confirm ``approve``."""
-    asker = agent("asker", [calls(call("p", "approve", what="x")), text("done")], work_toolkit())
-    clerk_tools = Toolkit()
-    clerk_tools.add_tool(asker.as_tool())
-    clerk = agent("clerk", [calls(call("c", "asker", prompt="x")), text("ok")], clerk_tools)
-    boss_tools = Toolkit()
-    boss_tools.add_tool(clerk.as_tool())
-    return agent("boss", [calls(call("b", "clerk", prompt="x")), text("thanks")], boss_tools)
-
-
 @pytest.mark.parametrize("mode", MODES)
 async def test_sweep_resuming_a_confirmation_two_levels_down(
     mode: str, autojump_clock: trio.testing.MockClock
@@ -146,14 +139,13 @@ async def test_sweep_resuming_a_confirmation_two_levels_down(
     pending: list[UserConfirmResultEvent] = []
 
     async def parked_chain() -> Agent:
-        boss = asking_chain()
+        inner = asker()
+        boss = calling_chain(inner)[0]
         await boss.reply(UserMsg("user", "go"))
-        clerk = boss.toolkit.get_tool("clerk").agent  # type: ignore[union-attr]
-        asker = clerk.toolkit.get_tool("asker").agent
-        (waiting,) = asker.state.get_awaiting_tool_calls("asker")
+        (waiting,) = inner.state.get_awaiting_tool_calls("asker")
         pending.append(
             UserConfirmResultEvent(
-                reply_id=asker.state.reply_id,
+                reply_id=inner.state.reply_id,
                 confirm_results=[ConfirmResult(confirmed=True, tool_call=waiting)],
             )
         )

@@ -21,6 +21,7 @@ from pipeline_kit import (
     agent,
     call,
     calls,
+    confirm,
     model_of,
     structured,
     text,
@@ -30,7 +31,6 @@ from pipeline_kit import (
 
 from trioagent.agent import AgentState, ReActConfig
 from trioagent.event import (
-    ConfirmResult,
     RequireUserConfirmEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
@@ -199,13 +199,6 @@ def approving_executor_loop(max_retries: int = 3) -> GoalPipeline:
         [calls(call("p", "approve", what="publish")), report("r", "published")],
         [verdict("v", "pass")],
         max_retries=max_retries,
-    )
-
-
-def confirm(event: RequireUserConfirmEvent) -> UserConfirmResultEvent:
-    return UserConfirmResultEvent(
-        reply_id=event.reply_id,
-        confirm_results=[ConfirmResult(confirmed=True, tool_call=c) for c in event.tool_calls],
     )
 
 

@@ -25,6 +25,7 @@ from pipeline_kit import (
     assign,
     call,
     calls,
+    confirm,
     model_of,
     result_text,
     results,
@@ -36,7 +37,6 @@ from tracing_kit import new_otel
 
 from trioagent.agent import Agent, AgentState
 from trioagent.event import (
-    ConfirmResult,
     ExternalExecutionResultEvent,
     ReplyEndEvent,
     RequireExternalExecutionEvent,
@@ -82,13 +82,6 @@ def fan_out(seconds: tuple[float, float, float] = (1.0, 2.0, 3.0)) -> TeamPipeli
         )
     ]
     return TeamPipeline(leader, members)
-
-
-def confirm(event: RequireUserConfirmEvent, confirmed: bool = True) -> UserConfirmResultEvent:
-    return UserConfirmResultEvent(
-        reply_id=event.reply_id,
-        confirm_results=[ConfirmResult(confirmed=confirmed, tool_call=c) for c in event.tool_calls],
-    )
 
 
 # -- construction ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The ReAct agent, its configuration, state and reply stream."""
 
 from ._agent import Agent as Agent
-from ._as_tool import AgentTool as AgentTool
+from ._as_tool import AgentTool as AgentTool, answer_of as answer_of
 from ._background import (
     BackgroundStatus as BackgroundStatus,
     BackgroundToolError as BackgroundToolError,
@@ -56,4 +56,5 @@ __all__ = [
     "TaskContext",
     "TaskState",
     "ToolContext",
+    "answer_of",
 ]

@@ -50,7 +50,7 @@ from ..types import ReplyFinishedReason
 from ._protocol import ReplyInputs
 from ._state import AgentState
 
-__all__ = ["PARKED_KEY", "AgentTool", "Relay", "nested_waiting", "relaying"]
+__all__ = ["PARKED_KEY", "AgentTool", "Relay", "answer_of", "nested_waiting", "relaying"]
 
 #: Where a running reply sends the events of agents it calls as tools (its consumer).
 Relay = Callable[[AgentEvent], Awaitable[None]]
@@ -202,11 +202,19 @@ class AgentTool(ToolBase):
                 content=[TextBlock(text=PARKED_TEXT.format(name=name, what=what))],
                 metadata={PARKED_KEY: self.agent.state.reply_id},
             )
-        content = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
-        return ToolResponse(
-            content=content or [TextBlock(text=f"The agent {name!r} finished without a reply.")],
-            state=RESULT_STATES[msg.finished_reason],
-        )
+        return answer_of(msg, name)
+
+
+def answer_of(msg: Msg, name: str) -> ToolResponse:
+    """What a finished reply's final Msg gives the one who asked for it as a tool result: its
+    text and data blocks (or a note that there were none), interrupted or error as it ended."""
+    if msg.finished_reason is None:
+        raise ValueError("a parked reply has no answer yet")
+    content = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
+    return ToolResponse(
+        content=content or [TextBlock(text=f"{name!r} finished without an answer.")],
+        state=RESULT_STATES[msg.finished_reason],
+    )
 
 
 class ToolSource(Protocol):

@@ -18,7 +18,7 @@ from .._core.chain import Chain, Kwargs, Layer
 from .._core.concurrency import reraise_unwrapped
 from .._core.emit import Emit as ChainEmit
 from .._json_repair import json_loads_with_repair
-from ..agent import ActingItem, Agent, ReplyInputs
+from ..agent import ActingItem, Agent, ReplyInputs, answer_of
 from ..event import (
     AgentEvent,
     ExternalExecutionResultEvent,
@@ -29,7 +29,6 @@ from ..event import (
 )
 from ..exception import error_info
 from ..message import (
-    DataBlock,
     Msg,
     TextBlock,
     ToolCallBlock,
@@ -40,7 +39,6 @@ from ..message import (
 from ..middleware import TracingMiddleware
 from ..permission import PermissionBehavior, PermissionDecision
 from ..tool import ToolBase, ToolResponse
-from ..types import ReplyFinishedReason
 from ._base import Emit, PipelineBase, parked_on, participant_sink
 
 __all__ = ["TEAM_ASSIGN", "TeamAssignTool", "TeamMember", "TeamPipeline"]
@@ -48,13 +46,6 @@ __all__ = ["TEAM_ASSIGN", "TeamAssignTool", "TeamMember", "TeamPipeline"]
 TEAM_ASSIGN = "TeamAssign"
 
 PARKED_TEXT = "The member is waiting for a confirmation or an external result."
-
-RESULT_STATES = {
-    ReplyFinishedReason.COMPLETED: ToolResultState.SUCCESS,
-    ReplyFinishedReason.EXCEED_MAX_ITERS: ToolResultState.SUCCESS,
-    ReplyFinishedReason.INTERRUPTED: ToolResultState.INTERRUPTED,
-    ReplyFinishedReason.ERROR: ToolResultState.ERROR,
-}
 
 
 @attrs.frozen
@@ -259,33 +250,28 @@ class TeamPipeline(PipelineBase):
                 if index == 0 and resumed is not None
                 else UserMsg("user", self._parse(tool_call)[1])
             )
-            run = functools.partial(_assignment, agent, inputs, sink, tool_call)
-            result = await self._traced(tool_call, run)
-            if result is None:
+            run = functools.partial(_assignment, agent, inputs, sink)
+            answer = await self._traced(tool_call, run)
+            if answer is None:
                 return  # parked on a confirmation or an external result
-            finished[tool_call.id] = result
+            finished[tool_call.id] = ToolResultBlock(
+                id=tool_call.id, name=TEAM_ASSIGN, output=list(answer.content), state=answer.state
+            )
 
     async def _traced(
-        self, tool_call: ToolCallBlock, run: Callable[[], Awaitable[ToolResultBlock | None]]
-    ) -> ToolResultBlock | None:
+        self, tool_call: ToolCallBlock, run: Callable[[], Awaitable[ToolResponse | None]]
+    ) -> ToolResponse | None:
         """Run an assignment inside the leader's tracing middlewares' tool span, so the
         member's spans nest under the leader's ``TeamAssign`` call."""
         if not self._tracing:
             return await run()
-        outcome: list[ToolResultBlock | None] = []
+        outcome: list[ToolResponse | None] = []
 
         async def core(kwargs: Kwargs, emit: ChainEmit[ActingItem]) -> None:
-            result = await run()
-            outcome.append(result)
-            if result is None:
-                text, state = PARKED_TEXT, ToolResultState.SUCCESS
-                await emit(ToolResponse(content=[TextBlock(text=text)], state=state))
-            else:
-                output = result.output
-                blocks: list[TextBlock | DataBlock] = (
-                    [TextBlock(text=output)] if isinstance(output, str) else list(output)
-                )
-                await emit(ToolResponse(content=blocks, state=result.state))
+            answer = await run()
+            outcome.append(answer)
+            parked = ToolResponse(content=[TextBlock(text=PARKED_TEXT)])
+            await emit(answer if answer is not None else parked)
 
         async def drop(item: ActingItem) -> None:
             pass
@@ -344,26 +330,13 @@ class TeamPipeline(PipelineBase):
         return str(data.get("member", "")), str(data.get("prompt", ""))
 
 
-async def _assignment(
-    agent: Agent, inputs: ReplyInputs, sink: Emit, tool_call: ToolCallBlock
-) -> ToolResultBlock | None:
-    """One assignment's reply; its tool result, or ``None`` when the member parked."""
+async def _assignment(agent: Agent, inputs: ReplyInputs, sink: Emit) -> ToolResponse | None:
+    """One assignment's reply; its answer, or ``None`` when the member parked."""
     try:
         msg = await agent.reply(inputs, on_event=sink)
     except Exception as exc:  # the member's ERROR end was streamed; tell the leader
         text = f"The member failed: {error_info(exc).message}"
-        return _result(tool_call, [TextBlock(text=text)], ToolResultState.ERROR)
+        return ToolResponse(content=[TextBlock(text=text)], state=ToolResultState.ERROR)
     if msg.finished_reason is None:
         return None
-    blocks = [b for b in msg.content if isinstance(b, TextBlock | DataBlock)]
-    return _result(
-        tool_call,
-        blocks or [TextBlock(text="The member finished without an answer.")],
-        RESULT_STATES[msg.finished_reason],
-    )
-
-
-def _result(
-    tool_call: ToolCallBlock, output: list[TextBlock | DataBlock], state: ToolResultState
-) -> ToolResultBlock:
-    return ToolResultBlock(id=tool_call.id, name=TEAM_ASSIGN, output=list(output), state=state)
+    return answer_of(msg, agent.name)
