@@ -150,12 +150,13 @@ def confirm(event: RequireUserConfirmEvent, confirmed: bool = True) -> UserConfi
     )
 
 
-def worker(name: str, seconds: float = 1.0) -> Agent:
+def worker(name: str, seconds: float = 1.0, **kwargs: Any) -> Agent:
     """An agent that runs ``work`` once (``seconds`` of mock time), then answers."""
     return agent(
         name,
         [calls(call(f"w-{name}", "work", task=name)), text(f"{name} done")],
         work_toolkit(seconds=seconds),
+        **kwargs,
     )
 
 
@@ -168,19 +169,23 @@ def asker(name: str = "asker") -> Agent:
     )
 
 
-def calling_chain(inner: Agent) -> tuple[Agent, Agent]:
+def calling_chain(inner: Agent, **kwargs: Any) -> tuple[Agent, Agent]:
     """``boss`` calls ``clerk`` as a tool, ``clerk`` calls ``inner`` as a tool; each answers
-    after its call: ``(boss, clerk)``."""
+    after its call: ``(boss, clerk)`` (``kwargs`` go to both agents)."""
     clerk_tools = Toolkit()
     clerk_tools.add_tool(inner.as_tool())
     clerk = agent(
         "clerk",
         [calls(call("c", inner.name, prompt=f"ask {inner.name}")), text("clerk done")],
         clerk_tools,
+        **kwargs,
     )
     boss_tools = Toolkit()
     boss_tools.add_tool(clerk.as_tool())
     boss = agent(
-        "boss", [calls(call("b", "clerk", prompt="ask clerk")), text("boss done")], boss_tools
+        "boss",
+        [calls(call("b", "clerk", prompt="ask clerk")), text("boss done")],
+        boss_tools,
+        **kwargs,
     )
     return boss, clerk

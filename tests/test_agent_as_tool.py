@@ -28,6 +28,7 @@ from pipeline_kit import (
     work_toolkit,
     worker,
 )
+from tracing_kit import new_otel
 
 from trioagent.agent import Agent, AgentState, AgentTool
 from trioagent.event import (
@@ -38,6 +39,7 @@ from trioagent.event import (
     agent_path,
 )
 from trioagent.message import ToolResultState, UserMsg
+from trioagent.middleware import TracingMiddleware
 from trioagent.serialization import dumps, loads
 from trioagent.testing import check_nested_rules
 from trioagent.tool import Toolkit
@@ -255,3 +257,21 @@ async def test_cancelling_the_outer_reply_ends_every_inner_reply_once_then_the_o
     for who in (boss, clerk):
         assert [r.state for r in results(who)] == [ToolResultState.INTERRUPTED]
     assert not any(a.is_replying for a in (boss, clerk, typist))
+
+
+async def test_the_inner_reply_span_nests_under_the_callers_tool_span(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    otel = new_otel()
+    tracing = TracingMiddleware(tracer_provider=otel.provider)
+    typist = worker("typist", middlewares=[tracing])
+    boss, _ = calling_chain(typist, middlewares=[tracing])
+    await boss.reply(UserMsg("user", "memo please"))
+    by_id = {s.context.span_id: s for s in otel.spans()}
+    for name in ("clerk", "typist"):
+        (span,) = [
+            s for s in otel.spans("invoke_agent") if s.attributes.get("gen_ai.agent.name") == name
+        ]
+        assert span.parent is not None
+        assert by_id[span.parent.span_id].name == f"execute_tool {name}"
+    assert not otel.tracker.open
