@@ -32,13 +32,14 @@ from tracing_kit import new_otel
 
 from trioagent.agent import Agent, AgentState, AgentTool
 from trioagent.event import (
+    ConfirmResult,
     ReplyEndEvent,
     RequireUserConfirmEvent,
     UserConfirmResultEvent,
     UserInterruptEvent,
     agent_path,
 )
-from trioagent.message import ToolResultState, UserMsg
+from trioagent.message import ToolCallBlock, ToolResultState, UserMsg
 from trioagent.middleware import TracingMiddleware
 from trioagent.serialization import dumps, loads
 from trioagent.testing import check_nested_rules
@@ -275,3 +276,21 @@ async def test_the_inner_reply_span_nests_under_the_callers_tool_span(
         assert span.parent is not None
         assert by_id[span.parent.span_id].name == f"execute_tool {name}"
     assert not otel.tracker.open
+
+
+async def test_a_bad_answer_for_an_inner_agent_leaves_every_level_parked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    boss, clerk, inner = asking_chain()
+    rec = Recorder()
+    await boss.reply(UserMsg("user", "go"), on_event=rec)
+    (ask,) = [e for e in rec.events if isinstance(e, RequireUserConfirmEvent)]
+    before = [dumps(a.state) for a in (boss, clerk, inner)]
+    stranger = ToolCallBlock(id="nope", name="approve", input="{}")
+    bad = UserConfirmResultEvent(
+        reply_id=ask.reply_id, confirm_results=[ConfirmResult(confirmed=True, tool_call=stranger)]
+    )
+    with pytest.raises(ValueError, match=r"\['nope'\] are not awaiting confirmation"):
+        await boss.reply(bad)
+    assert [dumps(a.state) for a in (boss, clerk, inner)] == before
+    assert texts(await boss.reply(confirm(ask))) == "boss done"

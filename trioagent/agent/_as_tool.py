@@ -163,13 +163,18 @@ class AgentTool(ToolBase):
     def waits_on(self, reply_id: str) -> bool:
         """Whether the agent — or an agent it called as a tool, at any depth — is parked on
         the reply ``reply_id``."""
+        return self.parked_agent(reply_id) is not None
+
+    def parked_agent(self, reply_id: str) -> CallableAgent | None:
+        """The agent parked on the reply ``reply_id``: this tool's agent, or one it called as
+        a tool (at any depth); ``None`` if none is."""
         if not self.parked:
-            return False
-        return (
-            self.agent.state.reply_id == reply_id
-            or nested_waiting(self.agent.state, self.agent.name, self.agent.toolkit, reply_id)
-            is not None
-        )
+            return None
+        state = self.agent.state
+        if state.reply_id == reply_id:
+            return self.agent
+        found = nested_waiting(state, self.agent.name, self.agent.toolkit, reply_id)
+        return found[1].parked_agent(reply_id) if found is not None else None
 
     async def resume(self, event: ResumeInput) -> ToolResponse:
         """Send a parked reply's answer to the agent (it routes it further down if needed);

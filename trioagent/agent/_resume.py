@@ -8,6 +8,7 @@ event, or aborts it with a ``UserInterruptEvent``.
 from __future__ import annotations
 
 import copy
+from typing import cast
 
 from .._core.emit import Emit
 from ..event import (
@@ -78,9 +79,15 @@ class Resumer:
             jsonschema.ValidationError: an external result whose metadata fails the tool's
                 ``metadata_schema``.
         """
+        nested = self._nested(event, tools)
+        if nested is not None and event is not None:
+            # An agent called as a tool is parked on it: apply() routes it there, so it is
+            # checked by that agent's rules now, before anything changes here.
+            target = nested[1].parked_agent(event.reply_id)
+            assert target is not None
+            await Resumer(cast(AgentLike, target)).check(event, ReplyTools(target.toolkit))
+            return True
         awaiting = self._agent.state.get_awaiting_tool_calls(self._agent.name)
-        if self._nested(event, tools) is not None:
-            return True  # an agent called as a tool is parked on it: routed in apply()
         if event is None:
             if awaiting:
                 raise ValueError(
