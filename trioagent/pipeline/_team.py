@@ -29,6 +29,7 @@ from ..event import (
 )
 from ..exception import error_info
 from ..message import (
+    AssistantMsg,
     Msg,
     TextBlock,
     ToolCallBlock,
@@ -46,6 +47,7 @@ __all__ = ["TEAM_ASSIGN", "TeamAssignTool", "TeamMember", "TeamPipeline"]
 TEAM_ASSIGN = "TeamAssign"
 
 PARKED_TEXT = "The member is waiting for a confirmation or an external result."
+PARKED_LEADER_TEXT = "A member of the team is waiting for a confirmation or an external result."
 
 
 @attrs.frozen
@@ -317,10 +319,10 @@ class TeamPipeline(PipelineBase):
         ]
 
     def _parked_msg(self) -> Msg:
-        """The leader's parked message (the pipeline's answer while a member is parked)."""
-        parked = self.leader.state.reply_message(self.leader.name)
-        assert parked is not None
-        return parked
+        """The pipeline's answer while a member is parked (the leader waits on it), shaped as
+        a parked agent's final Msg."""
+        leader = self.leader
+        return AssistantMsg(leader.name, PARKED_LEADER_TEXT, id=leader.state.reply_id)
 
     def _parse(self, tool_call: ToolCallBlock) -> tuple[str, str]:
         """The member and the prompt of an assignment, parsed as the leader validated it."""
