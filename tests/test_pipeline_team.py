@@ -98,6 +98,7 @@ def test_team_assign_lists_members_and_offers_their_names() -> None:
     assert tool.input_schema["required"] == ["member", "prompt"]
     assert [a.name for a in team.participants] == ["lead", "ann", "ben", "cy"]
     assert isinstance(team, PipelineProtocol)
+    assert isinstance(team.leader, PipelineProtocol)  # a pipeline goes where an agent goes
 
 
 @pytest.mark.parametrize(
