@@ -39,6 +39,7 @@ from ..message import (
 )
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
 from ..tool import ToolBase, ToolChunk, ToolResponse
+from ._as_tool import PARKED_KEY
 from ._background import INTERRUPTED_TEXT, Supervisor, wants_background
 from ._protocol import ActingItem, AgentLike
 from ._reply import Reply, StopReply
@@ -326,6 +327,10 @@ class Actor:
                 f"the on_acting chain ended without a ToolResponse for call {call.id!r} "
                 f"({call.name})"
             )
+        if response.metadata.get(PARKED_KEY):
+            # An agent called as a tool parked: this call waits for it (see AgentTool).
+            call.state = ToolCallState.SUBMITTED
+            return _Outcome.HITL
         result = ToolResultBlock(
             id=call.id,
             name=call.name,

@@ -35,6 +35,7 @@ from ..permission import PermissionDecision, PermissionEngine
 from ..tool import ToolBase, Toolkit
 from ..types import ReplyFinishedReason
 from ._acting import Actor
+from ._as_tool import AgentTool, relaying
 from ._background import BackgroundToolHandle, Supervisor
 from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
@@ -205,16 +206,22 @@ class Agent:
                 if not isinstance(item, Msg):
                     await on_event(item)
 
-        run = await self._run_reply(inputs, structured_schema, consumer)
+        with relaying(consumer):
+            run = await self._run_reply(inputs, structured_schema, consumer)
         return self._final_msg(run)
 
     def stream(self, inputs: ReplyInputs = None, *, structured_schema: Any = None) -> ReplyStream:
         """Run one reply in a background task and stream its events; see :class:`ReplyStream`."""
 
-        def run(consume: Emit[ReplyItem], registered: Callable[[], object]) -> Awaitable[Reply]:
-            return self._run_reply(inputs, structured_schema, consume, registered)
+        async def run(consume: Emit[ReplyItem], registered: Callable[[], object]) -> Reply:
+            with relaying(consume):
+                return await self._run_reply(inputs, structured_schema, consume, registered)
 
         return ReplyStream(run)
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> AgentTool:
+        """This agent as a tool another agent can call; see :class:`AgentTool`."""
+        return AgentTool(self, name=name, description=description)
 
     def interrupt(self) -> None:
         """Cancel the running reply, if any (synchronous, idempotent, callable from any task).
@@ -466,6 +473,7 @@ class Agent:
         run.session_id = self.state.session_id
         if isinstance(event, UserInterruptEvent):
             if self.state.has_awaiting_tool_calls(self.name):
+                await self._resumer.abort_nested(run.tools)
                 run.started = True
                 run.reply_id = self.state.reply_id
                 raise StopReply
@@ -480,7 +488,7 @@ class Agent:
                 )
             run.started = True
             run.reply_id = self.state.reply_id
-            await self._resumer.apply(event, emit)
+            await self._resumer.apply(event, emit, run.tools)
         else:
             incoming = self._checked_copies(msgs, "inputs")  # before anything changes
             if schema is not None:
