@@ -293,7 +293,8 @@ def list_source_tools(sources: Sequence[MCPToolSource], group: str) -> list[Tool
 
 
 def check_sources_connected(sources: Sequence[MCPToolSource]) -> None:
-    """Raise for a stateful source that is not connected.
+    """Raise for a stateful source that is not connected (one that is down but still lists
+    its tools, reconnecting, passes).
 
     Raises:
         ValueError: names the source.
@@ -301,8 +302,17 @@ def check_sources_connected(sources: Sequence[MCPToolSource]) -> None:
     for source in sources:
         if not isinstance(source, MCPToolSource):
             raise TypeError(f"expected an MCP client, got {type(source).__name__}")
-        if source.is_stateful and not source.is_connected:
+        if source.is_stateful and not source.is_connected and not _lists_tools(source):
             raise ValueError(
                 f"The MCP client {source.name!r} is stateful but not connected: enter "
                 "`async with client:` before building the toolkit."
             )
+
+
+def _lists_tools(source: MCPToolSource) -> bool:
+    """Whether ``source`` lists tools (a client whose server is down, reconnecting, does)."""
+    try:
+        source.listed_tools()
+    except Exception:
+        return False
+    return True
