@@ -328,10 +328,11 @@ async def test_an_unreachable_stateless_server_is_logged_and_skipped(
     )
     async with client:
         toolkit = Toolkit(mcps=[client])
-        assert toolkit.get_tool_schemas() == []
+        for _ in range(3):
+            assert toolkit.get_tool_schemas() == []
         with pytest.raises(MCPCallError) as caught:
             await client.call_tool("echo", {"text": "x"})
-    assert "Skipping MCP server 'down'" in caplog.text
+    assert caplog.text.count("Skipping MCP server 'down'") == 1  # not on every lookup
     assert "secret-token" not in caplog.text
     assert "secret-token" not in str(caught.value)
     assert "secret-token" not in repr(client)
