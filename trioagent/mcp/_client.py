@@ -178,6 +178,7 @@ class MCPClient:
         self._changes_in, self._changes_out = trio.open_memory_channel[None](1)
         self._tools: list[MCPTool] | None = None
         self._listing_error: str | None = None
+        #: Why the server is down (``None`` while a session is up).
         self._lost: str | None = None
 
     def __repr__(self) -> str:

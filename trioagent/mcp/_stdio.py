@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable
-from types import TracebackType
 
 import anyio
 import mcp_types
@@ -66,7 +65,6 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
         self._nursery: trio.Nursery | None = None
-        self._streams: Streams | None = None
         self._output_ended = trio.Event()
         self._reported = trio.Event()
 
@@ -85,7 +83,7 @@ class StdioTransport:
         # No checkpoint from here to the started tasks: the process is always owned.
         to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-        self._streams = (from_server, to_server)
+        self._streams: Streams = (from_server, to_server)
         manager = trio.open_nursery()
         nursery = await manager.__aenter__()
         self._nursery_manager, self._nursery = manager, nursery
@@ -94,12 +92,7 @@ class StdioTransport:
         nursery.start_soon(self._watch, process)
         return self._streams
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         """Close the pipes and end the server's whole process group."""
         self._closing = True
         process, manager, nursery = self._process, self._nursery_manager, self._nursery
@@ -110,9 +103,8 @@ class StdioTransport:
             # Shielded: a cancelled owner must still end the server's processes.  Every wait
             # inside is bounded; this deadline bounds them all.
             scope.deadline = trio.current_time() + _SHUTDOWN_BOUND
-            if self._streams is not None:
-                for stream in self._streams:
-                    await stream.aclose()
+            for stream in self._streams:
+                await stream.aclose()
             await _close_quietly(process.stdin)
             await end_process_group(process)
             await _close_quietly(process.stdout)
@@ -211,15 +203,13 @@ async def _close_quietly(stream: trio.abc.AsyncResource | None) -> None:
             await stream.aclose()
 
 
-async def end_process_group(
-    process: trio.Process, *, stdin_grace: float = STDIN_GRACE, term_grace: float = TERM_GRACE
-) -> None:
-    """Let ``process`` (a group leader whose stdin is closed) exit within ``stdin_grace``, then
-    ``SIGTERM`` whatever is left of its group, and ``SIGKILL`` it after ``term_grace``."""
+async def end_process_group(process: trio.Process) -> None:
+    """Let ``process`` (a group leader whose stdin is closed) exit within ``STDIN_GRACE``,
+    then ``SIGTERM`` whatever is left of its group, and ``SIGKILL`` it after ``TERM_GRACE``."""
     group = process.pid
-    with trio.move_on_after(stdin_grace):
+    with trio.move_on_after(STDIN_GRACE):
         await process.wait()
-    for sig, grace in ((signal.SIGTERM, term_grace), (signal.SIGKILL, _KILL_REAP)):
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, _KILL_REAP)):
         if not await _group_alive(process, group):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
