@@ -7,8 +7,8 @@ stored version is another: two workers never silently overwrite each other, the 
 it and can reload.
 
 A record the store cannot read (a version that is not a whole number, a payload that is not a
-state, a missing field, a key of the wrong type) is a :class:`SessionCorruptError`, and no save
-writes over it: only a delete without ``expected_version`` removes it.
+state, a missing field, a key of the wrong type) is a :class:`SessionCorruptError`, and is
+never written over unawares (see there).
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class SessionConflictError(SessionStoreError):
 class SessionCorruptError(SessionStoreError):
     """A stored session cannot be read; the store leaves it as it is.
 
-    No save writes over it (the version it holds is unknown); ``delete(session_id)`` without
-    ``expected_version`` removes it.
+    When its version cannot be read, every save and every delete with ``expected_version``
+    refuses with this error; when only its payload is damaged, only a save naming exactly its
+    version replaces it.  ``delete(session_id)`` without ``expected_version`` removes it.
 
     Attributes:
         session_id: the session's name.
