@@ -320,17 +320,68 @@ def _wrap(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
     return list(content)
 
 
+_UserContent: TypeAlias = "str | Sequence[TextBlock | DataBlock]"
+
+
+@overload
+def UserMsg(
+    content: _UserContent,
+    /,
+    *,
+    name: str = "user",
+    metadata: JSONObject | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
+) -> Msg: ...
+@overload
 def UserMsg(
     name: str,
-    content: str | Sequence[TextBlock | DataBlock],
+    content: _UserContent,
     *,
     metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
     id: str | None = None,
+) -> Msg: ...
+
+
+def UserMsg(
+    *args: Any,
+    name: str | None = None,
+    content: _UserContent | None = None,
+    metadata: JSONObject | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
 ) -> Msg:
-    """A user message; a str becomes a ``TextBlock``; ``finished_at`` defaults to ``created_at``."""
+    """A user message; a str becomes a ``TextBlock``; ``finished_at`` defaults to ``created_at``.
+
+    Two forms: ``UserMsg("hi")`` (the sender's name is ``"user"``, or ``name=``) and
+    ``UserMsg("alice", "hi")`` (name first, as for every other message factory).
+    """
+    if len(args) > 2:
+        raise TypeError(f"UserMsg takes at most 2 positional arguments ({len(args)} given)")
+    if len(args) == 2:
+        if name is not None or content is not None:
+            raise TypeError("UserMsg(name, content) got name= or content= a second time")
+        name, content = args
+    elif len(args) == 1:
+        if content is None:
+            content = args[0]
+        elif name is None:
+            name = args[0]
+        else:
+            raise TypeError("UserMsg got name= and content= besides a positional argument")
+    if content is None:
+        raise TypeError("UserMsg needs a content: UserMsg('hi') or UserMsg('alice', 'hi')")
+    if name is None:
+        name = "user"
+    if not isinstance(name, str):
+        raise TypeError(f"UserMsg's name must be a str, got {type(name).__name__}")
     created = created_at or generate_timestamp()
     return Msg(
         name,
