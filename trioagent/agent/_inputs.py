@@ -174,7 +174,7 @@ def check_reply_call(inputs: ReplyInputs, structured_schema: object) -> None:
 
     Raises:
         TypeError: inputs of the wrong type, or a ``structured_schema`` that is neither a dict
-            nor a class with ``model_json_schema()``.
+            nor a pydantic model, attrs class, dataclass or ``TypedDict``.
         ValueError: a message the agent refuses (see :func:`checked_copies`), or a
             ``structured_schema`` that is not a valid object schema.
     """

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import logging
+import typing
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, cast, overload
 
 import attrs
+import cattrs
 
 from .. import event as ev
 from .._blocks import (
@@ -27,6 +29,7 @@ from .._blocks import (
 )
 from .._core.ids import generate_id, generate_timestamp
 from .._core.json_types import JSONObject
+from ..exception import StructuredOutputError
 from ..types import ErrorInfo, ReplyFinishedReason
 
 __all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
@@ -40,6 +43,10 @@ _ROLE_BLOCKS: dict[str, tuple[type, ...]] = {
     "assistant": CONTENT_BLOCK_TYPES,
 }
 _B = TypeVar("_B")
+_T = TypeVar("_T")
+# Structured output into attrs classes and dataclasses, keyed as their schema is (an attrs
+# field by its alias).
+_STRUCTURER = cattrs.Converter(use_alias=True)
 
 
 @attrs.define(kw_only=True)
@@ -129,6 +136,40 @@ class Msg:
         """The text blocks joined by ``sep``; ``None`` when there is no text block."""
         texts = [b.text for b in self.content if isinstance(b, TextBlock)]
         return sep.join(texts) if texts else None
+
+    def get_structured_output(self, schema: type[_T]) -> _T:
+        """The reply's structured output as an instance of ``schema``, typed for mypy.
+
+        ``schema`` is the class the reply was asked for (``reply(...,
+        structured_schema=Schema)``): a pydantic model (``model_validate``), an attrs class or
+        a dataclass (structured by cattrs, an attrs field by its alias), or a ``TypedDict``
+        (a copy of the object).  :attr:`structured_output` keeps the JSON object, so this also
+        works on a message loaded from saved state.
+
+        Raises:
+            StructuredOutputError: the message has no structured output (the reply was
+                interrupted, ended with an error or was not asked for one), or the object
+                does not fit ``schema``.
+        """
+        data = self.structured_output
+        if data is None:
+            reason = self.finished_reason.value if self.finished_reason else "not finished"
+            raise StructuredOutputError(
+                f"message {self.id!r} has no structured output (finished_reason: {reason}); "
+                "reply(..., structured_schema=...) sets it on a completed reply"
+            )
+        try:
+            validate = getattr(schema, "model_validate", None)
+            if callable(validate):
+                return cast(_T, validate(copy.deepcopy(data)))
+            if typing.is_typeddict(schema):
+                return cast(_T, copy.deepcopy(data))
+            return _STRUCTURER.structure(data, schema)
+        except Exception as exc:
+            raise StructuredOutputError(
+                f"the structured output of message {self.id!r} does not fit "
+                f"{getattr(schema, '__name__', schema)!r}: {exc}"
+            ) from exc
 
     def append_usage(self, usage: Usage) -> None:
         """Add a model call's usage (copied on first use)."""
