@@ -7,17 +7,18 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import attrs
 import pydantic
 import pytest
 from agent_helpers import make_agent, user
 
+from trioagent.agent import Agent
 from trioagent.exception import StructuredOutputError
 from trioagent.message import AssistantMsg, ToolResultBlock, ToolResultState
 from trioagent.serialization import dumps, loads
-from trioagent.testing import tool_call_chunks
+from trioagent.testing import SweepRun, cancel_sweep, tool_call_chunks
 from trioagent.tool import ClassSchema, is_schema_class
 
 TOOL = "GenerateStructuredOutput"
@@ -173,3 +174,36 @@ def test_no_structured_output_or_one_that_does_not_fit_is_a_structured_output_er
     wrong = AssistantMsg("a", "hi", structured_output={"town": "x"})
     with pytest.raises(StructuredOutputError, match="does not fit 'Reading'"):
         wrong.get_structured_output(Reading)
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_an_attrs_structured_reply_with_a_refused_object(
+    mode: Literal["interrupt", "outer"], autojump_clock: Any
+) -> None:
+    """Cancelled after any schedule point, a reply whose first object an attrs validator
+    refuses ends once, with one result per call and an output only when it completed."""
+
+    def make() -> Agent:
+        agent, _ = make_agent(
+            [
+                structured_call("s1", {"city": "Oslo", "temperature": -300}),
+                structured_call("s2", {"city": "Oslo", "temperature": -3.5}),
+            ]
+        )
+        return agent
+
+    def check(run: SweepRun) -> None:
+        assert not run.agent.is_replying
+        if run.end is None or run.msg is None:
+            return
+        if run.end.finished_reason == "completed":
+            assert run.msg.get_structured_output(Reading) == Reading("Oslo", -3.5)
+        else:
+            with pytest.raises(StructuredOutputError):
+                run.msg.get_structured_output(Reading)
+
+    report = await cancel_sweep(
+        make, lambda: user("weather?"), mode=mode, check=check, structured_schema=Reading
+    )
+    assert report.outcomes["interrupted"] >= 3
+    assert set(report.outcomes) <= {"completed", "interrupted"}
