@@ -423,16 +423,8 @@ def UserMsg(
         name = "user"
     if not isinstance(name, str):
         raise TypeError(f"UserMsg's name must be a str, got {type(name).__name__}")
-    created = created_at or generate_timestamp()
-    return Msg(
-        name,
-        _wrap(content),
-        "user",
-        id=id or generate_id(),
-        metadata=metadata or {},
-        created_at=created,
-        finished_at=finished_at or created,
-        finished_reason=finished_reason,
+    return _finished_on_creation(
+        name, content, "user", metadata, created_at, finished_at, finished_reason, id
     )
 
 
@@ -447,11 +439,28 @@ def SystemMsg(
     id: str | None = None,
 ) -> Msg:
     """A system message (text only); ``finished_at`` defaults to ``created_at``."""
+    return _finished_on_creation(
+        name, content, "system", metadata, created_at, finished_at, finished_reason, id
+    )
+
+
+def _finished_on_creation(
+    name: str,
+    content: str | Sequence[ContentBlock],
+    role: Role,
+    metadata: JSONObject | None,
+    created_at: str | None,
+    finished_at: str | None,
+    finished_reason: ReplyFinishedReason | None,
+    id: str | None,
+) -> Msg:
+    """A user or system message: complete when made, so ``finished_at`` defaults to
+    ``created_at``."""
     created = created_at or generate_timestamp()
     return Msg(
         name,
         _wrap(content),
-        "system",
+        role,
         id=id or generate_id(),
         metadata=metadata or {},
         created_at=created,
