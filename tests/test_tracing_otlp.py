@@ -5,7 +5,7 @@ The receiver is OtelTap (the ``oteltap`` package: an OTLP/HTTP protobuf receiver
 Rust, shipped as a native library), run as ``python -m oteltap --port N`` in a subprocess on a
 free loopback port; it prints every span and metric it decoded as one JSON line.  The agent
 exports with OpenTelemetry's own OTLP/HTTP exporters (``opentelemetry-exporter-otlp-proto-http``),
-so both ends of the wire are the reference implementations, not this project's code.
+so both ends of the wire are OpenTelemetry's and OtelTap's code, not this project's.
 
 Marked ``integration`` (deselected by default): it starts a process and real sockets.
 Real clock, generous bounds.

@@ -34,6 +34,10 @@ Design notes:
   work.  With a meter provider but no tracer provider, model calls are measured under
   non-recording spans.
 
+The reply and tool spans are here; the model-call span and its metrics are in
+``_tracing_chat`` / ``_tracing_metrics``, the span handling they share in ``_tracing_span``,
+the attribute values in ``_tracing_attrs``.
+
 Attribute names are the conventions' (``gen_ai.*``); what they do not cover keeps the names of
 AgentScope's tracing (``agentscope.agent.*``), so that dashboards built for AgentScope keep
 working; trioagent's own additions are ``trioagent.*``.
@@ -43,13 +47,11 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
-from opentelemetry import context as otel_context, trace
+from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import Status, StatusCode, Tracer, TracerProvider
 
 from .._core.chain import Kwargs, NextHandler
 from .._core.concurrency import is_cancellation
@@ -70,17 +72,17 @@ from ..message import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModelBase, ChatResponse
 from ..serialization import unstructure
 from ..tool import ToolResponse
-from ..types import FinishedReason, ReplyFinishedReason
+from ..types import ReplyFinishedReason
 from . import _tracing_attrs as conv
 from ._base import MiddlewareBase
+from ._tracing_chat import ModelCallTrace
 from ._tracing_metrics import ChatMetrics, meter_provider_in_use
+from ._tracing_span import Trace, agent_models, build, conversation_id
 
 __all__ = ["TracingMiddleware"]
 
 logger = logging.getLogger("trioagent.middleware.tracing")
-_T = TypeVar("_T")
 
-NO_SESSION_ID = "[no_session_id]"
 TRACER_NAME = "trioagent"
 _NO_OP_TRACER = trace.NoOpTracer()  # spans of model calls measured with tracing off
 
@@ -208,7 +210,7 @@ class TracingMiddleware(MiddlewareBase):
     ) -> None:
         tracer = self._tracer()
         traced = (
-            _build(_ReplyTrace, tracer, self._capture(), agent, input_kwargs, emit)
+            build(_ReplyTrace, tracer, self._capture(), agent, input_kwargs, emit)
             if tracer is not None
             else None
         )
@@ -229,8 +231,8 @@ class TracingMiddleware(MiddlewareBase):
         if isinstance(model, ChatModelBase):
             tracer, instruments = self._tracer(), self._metrics()
             if tracer is not None or instruments is not None:
-                traced = _build(
-                    _ModelCallTrace,
+                traced = build(
+                    ModelCallTrace,
                     tracer or _NO_OP_TRACER,
                     instruments,
                     self._capture(),
@@ -254,7 +256,7 @@ class TracingMiddleware(MiddlewareBase):
         call = input_kwargs.get("tool_call")
         tracer = self._tracer() if isinstance(call, ToolCallBlock) else None
         traced = (
-            _build(_ToolTrace, tracer, self._capture(), agent, call, emit)
+            build(_ToolTrace, tracer, self._capture(), agent, call, emit)
             if tracer is not None
             else None
         )
@@ -264,106 +266,10 @@ class TracingMiddleware(MiddlewareBase):
         await traced.run(next_handler)
 
 
-# -- shared span handling ---------------------------------------------------------------------------
-
-
-def _build(factory: Callable[..., _T], *args: object) -> _T | None:
-    """Start a span; on a tracing bug, log it and run untraced (the span is started last, so
-    a failure leaves no span open)."""
-    try:
-        return factory(*args)
-    except Exception:
-        logger.exception("TracingMiddleware could not start a span; running untraced")
-        return None
-
-
-def _conversation_id(agent: object) -> str:
-    state = getattr(agent, "state", None)
-    session_id = getattr(state, "session_id", None)
-    return session_id if isinstance(session_id, str) and session_id else NO_SESSION_ID
-
-
-def _agent_models(agent: object) -> list[object]:
-    models = [getattr(agent, "model", None)]
-    config = getattr(agent, "model_config", None)
-    models.append(getattr(config, "fallback_model", None))
-    return [m for m in models if m is not None]
-
-
-class _Trace:
-    """One span: scrubbed attributes, the attach/detach around the inner layers, the end."""
-
-    __slots__ = ()
-    span: Span
-    scrub: conv.Scrubber
-
-    def start(
-        self,
-        tracer: Tracer,
-        name: str,
-        attributes: Mapping[str, object],
-        kind: SpanKind = SpanKind.INTERNAL,
-    ) -> Span:
-        """Start the span (parent: the current context) with all its start attributes."""
-        return tracer.start_span(
-            name, kind=kind, attributes=conv.clean_attributes(attributes, self.scrub)
-        )
-
-    def set(self, attributes: Mapping[str, object]) -> None:
-        """Set attributes in one call (``None`` values are skipped, strings scrubbed)."""
-        self.span.set_attributes(conv.clean_attributes(attributes, self.scrub))
-
-    def record_error(self, exc: BaseException) -> None:
-        message = self.scrub.error_text(str(exc))
-        self.span.set_status(Status(StatusCode.ERROR, message or type(exc).__name__))
-        self.span.set_attribute("error.type", type(exc).__qualname__)
-        stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.span.record_exception(
-            exc,
-            attributes={
-                "exception.message": message,
-                "exception.stacktrace": self.scrub.error_text(stack),
-            },
-        )
-
-    async def run(self, next_handler: NextHandler) -> None:
-        """Run the inner layers with the span current in this task; always end the span."""
-        token = otel_context.attach(trace.set_span_in_context(self.span))
-        error: BaseException | None = None
-        try:
-            await next_handler(self.sink)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            otel_context.detach(token)
-            try:
-                self.finish(error)
-            except Exception:  # tracing must never change how a reply ends
-                logger.exception("TracingMiddleware failed to finish span %r", self.span)
-            finally:
-                self.end()
-
-    async def sink(self, item: object) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def finish(self, error: BaseException | None) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def end(self) -> None:
-        if self.span.is_recording():
-            try:
-                self.span.end()
-            except Exception as exc:  # a span processor failing must never fail the reply
-                logger.warning(
-                    "TracingMiddleware: ending a span failed: %s: %s", type(exc).__name__, exc
-                )
-
-
 # -- reply --------------------------------------------------------------------------------------------
 
 
-class _ReplyTrace(_Trace):
+class _ReplyTrace(Trace):
     __slots__ = (
         "agent",
         "cache_creation_tokens",
@@ -397,7 +303,7 @@ class _ReplyTrace(_Trace):
         self.agent = agent
         self.emit = emit
         self.received_ns = time.time_ns()
-        self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
+        self.scrub = conv.Scrubber(conv.secrets_of(agent_models(agent)))
         self.reply_id: str | None = None
         self.end_event: ReplyEndEvent | None = None
         self.final_msg: Msg | None = None
@@ -425,7 +331,7 @@ class _ReplyTrace(_Trace):
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": name,
                 "gen_ai.agent.description": conv.agent_description(agent),
-                "gen_ai.conversation.id": _conversation_id(agent),
+                "gen_ai.conversation.id": conversation_id(agent),
                 "gen_ai.input.messages": (
                     conv.to_json([conv.to_otel_message(m) for m in messages])
                     if messages is not None and capture
@@ -484,7 +390,7 @@ class _ReplyTrace(_Trace):
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.call.id": result.id,
                     "gen_ai.tool.name": result.name,
-                    "gen_ai.conversation.id": _conversation_id(self.agent),
+                    "gen_ai.conversation.id": conversation_id(self.agent),
                     "agentscope.agent.is_external_execution": True,
                     "gen_ai.tool.call.result": (
                         conv.to_json(result.output) if self.capture else None
@@ -544,147 +450,10 @@ def _output_reason(reply_reason: str | None) -> str:
     return reply_reason
 
 
-# -- model call ----------------------------------------------------------------------------------------
-
-
-class _ModelCallTrace(_Trace):
-    __slots__ = (
-        "capture",
-        "emit",
-        "finalized",
-        "instruments",
-        "metric_attributes",
-        "scrub",
-        "span",
-        "started",
-    )
-
-    def __init__(
-        self,
-        tracer: Tracer,
-        instruments: ChatMetrics | None,
-        capture: bool,
-        agent: object,
-        model: ChatModelBase,
-        input_kwargs: Mapping[str, object],
-        emit: Emit,
-    ) -> None:
-        self.emit = emit
-        self.capture = capture
-        self.instruments = instruments
-        self.finalized = False
-        self.scrub = conv.Scrubber(conv.secrets_of([model, *_agent_models(agent)]))
-        provider = conv.provider_name(model)
-        host, port = conv.server_address(model)
-        self.metric_attributes = conv.clean_attributes(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.request.model": model.model,
-                "server.address": host,
-                "server.port": port,
-            },
-            self.scrub,
-        )
-        messages = input_kwargs.get("messages")
-        if not isinstance(messages, Iterable) or not capture:
-            messages = None
-        self.started = time.monotonic()
-        self.span = self.start(
-            tracer,
-            f"chat {model.model}",
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.system": provider,
-                "gen_ai.request.model": model.model,
-                "gen_ai.conversation.id": _conversation_id(agent),
-                "server.address": host,
-                "server.port": port,
-                **conv.request_attributes(model, input_kwargs),
-                "gen_ai.tool.definitions": conv.tool_definitions(
-                    input_kwargs.get("tools"), input_kwargs.get("tool_choice")
-                ),
-                "gen_ai.input.messages": (
-                    conv.to_json([conv.to_otel_message(m) for m in messages if isinstance(m, Msg)])
-                    if messages is not None
-                    else None
-                ),
-            },
-            SpanKind.CLIENT,
-        )
-
-    async def sink(self, item: object) -> None:
-        if not self.finalized and getattr(item, "is_last", False):
-            self.finalize(item)
-        await self.emit(item)
-
-    def finalize(self, response: object) -> None:
-        """The ``is_last`` response arrived: record it and end the span now."""
-        self.finalized = True
-        try:
-            attributes: dict[str, object] = {
-                "gen_ai.response.finish_reasons": [conv.finish_reason(response)]
-            }
-            interrupted = False
-            if isinstance(response, ChatResponse):
-                usage = response.usage
-                interrupted = response.finished_reason == FinishedReason.INTERRUPTED
-                attributes["gen_ai.response.id"] = response.id or "unknown_id"
-                if self.capture:
-                    attributes["gen_ai.output.messages"] = conv.to_json(
-                        conv.chat_output_messages(response)
-                    )
-                if usage is not None:
-                    attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
-                    attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
-                    attributes["gen_ai.usage.cache_read.input_tokens"] = (
-                        usage.cache_input_tokens or None
-                    )
-                    attributes["gen_ai.usage.cache_creation.input_tokens"] = (
-                        usage.cache_creation_input_tokens or None
-                    )
-                if interrupted:
-                    attributes["trioagent.interrupted"] = True
-            self.set(attributes)
-            self.measure(response)
-            if not interrupted:
-                self.span.set_status(Status(StatusCode.OK))
-        except Exception:
-            logger.exception("TracingMiddleware failed to record a model response")
-        finally:
-            self.end()
-
-    def measure(self, response: object = None, error: BaseException | None = None) -> None:
-        """Record the call's duration and usage in the GenAI client metrics."""
-        if self.instruments is None:
-            return
-        usage = response.usage if isinstance(response, ChatResponse) else None
-        self.instruments.record(
-            self.metric_attributes,
-            time.monotonic() - self.started,
-            (usage.input_tokens, usage.output_tokens) if usage is not None else None,
-            type(error).__qualname__ if error is not None and not is_cancellation(error) else None,
-        )
-
-    def finish(self, error: BaseException | None) -> None:
-        if self.finalized:
-            return
-        self.measure(error=error)
-        if error is None:
-            self.span.set_status(
-                Status(StatusCode.ERROR, "the model call ended without an is_last response")
-            )
-        elif is_cancellation(error):
-            self.span.set_attribute("trioagent.interrupted", True)
-        else:
-            self.record_error(error)
-
-
 # -- tool execution ------------------------------------------------------------------------------------
 
 
-class _ToolTrace(_Trace):
+class _ToolTrace(Trace):
     __slots__ = ("capture", "emit", "response", "scrub", "span")
 
     def __init__(
@@ -693,7 +462,7 @@ class _ToolTrace(_Trace):
         self.capture = capture
         self.emit = emit
         self.response: ToolResponse | None = None
-        self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
+        self.scrub = conv.Scrubber(conv.secrets_of(agent_models(agent)))
         toolkit = getattr(agent, "toolkit", None)
         tool = toolkit.get_tool(call.name) if toolkit is not None else None
         description = getattr(tool, "description", None)
@@ -706,7 +475,7 @@ class _ToolTrace(_Trace):
                 "gen_ai.tool.name": call.name,
                 "gen_ai.tool.call.arguments": call.input if capture else None,
                 "gen_ai.tool.description": description if isinstance(description, str) else None,
-                "gen_ai.conversation.id": _conversation_id(agent),
+                "gen_ai.conversation.id": conversation_id(agent),
             },
         )
 
