@@ -41,7 +41,7 @@ class ClassSchema:
     object against it.
 
     Raises:
-        TypeError: a field annotated with a type no JSON value can be (``datetime``).
+        TypeError: a field annotated with a type no JSON value can be (``socket.socket``).
     """
 
     def __init__(self, cls: type) -> None:
