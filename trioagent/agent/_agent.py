@@ -30,7 +30,7 @@ from ..message import (
     TextBlock,
     ToolCallBlock,
 )
-from ..model import ChatModelBase
+from ..model import ChatModelBase, as_chat_model
 from ..permission import PermissionDecision, PermissionEngine
 from ..tool import ToolBase, Toolkit
 from ..types import ReplyFinishedReason
@@ -74,7 +74,10 @@ class Agent:
     Args:
         name: the agent's name (also the ``name`` of its messages).
         system_prompt: the base system prompt (``on_system_prompt`` middlewares transform it).
-        model: the chat model; ``agent.model`` may be swapped between calls.
+        model: the chat model, or a ``"provider:model"`` spec string such as
+            ``"openai:gpt-4o"`` (built with :func:`~trioagent.model.chat_model_from_spec`, key
+            and base URL from the provider's environment variables); ``agent.model`` may be
+            swapped between calls.
         toolkit: the tools the model may call (an empty :class:`~trioagent.tool.Toolkit` by
             default).  The agent never changes it: tools of one reply (the structured-output
             and the compression tool) live in that reply only, so a toolkit can be shared.
@@ -83,8 +86,8 @@ class Agent:
 
     Replies::
 
-        msg = await agent.reply(UserMsg("user", "hi"))      # or: await agent(msg)
-        async with agent.stream(UserMsg("user", "hi")) as reply:
+        msg = await agent.reply(UserMsg("hi"))              # or: await agent(msg)
+        async with agent.stream(UserMsg("hi")) as reply:
             async for event in reply:
                 ...
         agent.interrupt()                                   # from any task
@@ -94,7 +97,7 @@ class Agent:
         self,
         name: str,
         system_prompt: str = "",
-        model: ChatModelBase | None = None,
+        model: ChatModelBase | str | None = None,
         toolkit: Toolkit | None = None,
         middlewares: Sequence[MiddlewareLike] | None = None,
         state: AgentState | None = None,
@@ -106,7 +109,11 @@ class Agent:
         if not isinstance(name, str) or not name:
             raise ValueError("Agent name must be a non-empty string")
         if model is None:
-            raise TypeError("Agent needs a chat model (model=...)")
+            raise TypeError(
+                "Agent needs a chat model: a 'provider:model' string such as 'openai:gpt-4o' "
+                "or a model object such as OpenAIChatModel('gpt-4o') (trioagent.model)"
+            )
+        model = as_chat_model(model, "Agent's model")
         check_arguments(model, system_prompt, toolkit, state, model_config)
         self.name = name
         self.system_prompt = system_prompt

@@ -355,7 +355,7 @@ class Reasoner:
                     if emitted:
                         raise
                     last_error = exc
-                    logger.warning(
+                    logger.info(  # handled: retried, or raised once the attempts run out
                         "model call to %s failed (attempt %d): %s",
                         model_name(model),
                         attempt + 1,
