@@ -22,9 +22,10 @@ import attrs
 import trio
 
 from ..agent import Agent
+from ..middleware import MiddlewareBase
 from ..model import ChatModelBase, chat_model_from_spec
 from ..permission import PermissionDecision
-from ..session import RedisSessionStore, SessionMiddleware, SessionStore, SQLiteSessionStore
+from ..session import RedisSessionStore, SessionStore, SQLiteSessionStore
 from ..testing import OpenAICompatibleServer, serve_openai_compatible
 from ..tool import Toolkit
 from ..web import AGUIApp, RedisStopBus, serve
@@ -116,10 +117,10 @@ async def run_serve(
             model = real
         toolkit = _toolkit()
 
-        def make_agent(session: SessionMiddleware) -> Agent:
+        def make_agent(first: list[MiddlewareBase]) -> Agent:
             if demo is not None and len(demo.script) < DEMO_BATCH:
                 demo.push(*[demo_reply] * DEMO_BATCH)
-            return Agent("assistant", options.system_prompt, model, toolkit, middlewares=[session])
+            return Agent("assistant", options.system_prompt, model, toolkit, middlewares=first)
 
         async with model, open_store(options.store) as (store, bus):
             app = AGUIApp(make_agent, store, stop_bus=bus)

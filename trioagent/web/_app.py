@@ -28,12 +28,15 @@ import pydantic
 import trio
 from ag_ui.core import BaseEvent, RunAgentInput
 
-from ..agent import Agent
+from .._core.concurrency import reraise_unwrapped
+from ..agent import Agent, AgentState
 from ..event import AgentEvent
+from ..middleware import MiddlewareBase
 from ..session import SessionMiddleware, SessionStore, SessionStoreError
 from ._agui import AGUIRun, encode_sse
 from ._history import thread_snapshot
 from ._inputs import InputError, reply_inputs
+from ._marker import EndMarker
 from ._stop import StopBus
 
 __all__ = ["AGUIApp", "MakeAgent"]
@@ -44,10 +47,12 @@ Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
-#: Builds the agent of one thread; ``session`` must be one of its middlewares (the first).
-MakeAgent: TypeAlias = Callable[[SessionMiddleware], "Agent | Awaitable[Agent]"]
+#: Builds the agent of one thread with the given middlewares first in its ``middlewares``.
+MakeAgent: TypeAlias = Callable[[list[MiddlewareBase]], "Agent | Awaitable[Agent]"]
 
 MAX_BODY = 1 << 20
+#: Seconds a new run waits for the previous run of its thread to close its response.
+ENDING_WAIT = 5.0
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -70,6 +75,7 @@ class _Running:
         self.agent: Agent | None = None
         self.stop_requested = False
         self.disconnected = False
+        self.ended = False  # its terminal event is on its way to the client
         self.done = trio.Event()
 
     def stop(self) -> None:
@@ -83,9 +89,12 @@ class AGUIApp:
     ``threadId``, kept in ``store``.
 
     Args:
-        make_agent: builds the agent of one thread (sync or async): put the given
-            :class:`~trioagent.session.SessionMiddleware` first in its ``middlewares``.  A fresh
-            agent per run; its state comes from the store, so any process serves any thread.
+        make_agent: builds the agent of one thread (sync or async) from a list of middlewares
+            to place first in its ``middlewares`` (the thread's
+            :class:`~trioagent.session.SessionMiddleware`, and one that marks each answer with
+            how its reply ended): ``lambda first: Agent(..., middlewares=[*first, ...])``.  A
+            fresh agent per run; its state comes from the store, so any process serves any
+            thread.
         store: where the threads live (``SQLiteSessionStore``; ``RedisSessionStore`` for
             several processes).
         stop_bus: carries Stop requests between processes (``RedisStopBus``); without it a Stop
@@ -206,8 +215,14 @@ class AGUIApp:
         thread_id = run_input.thread_id
         if self._closing:
             raise HTTPError(503, "the server is shutting down")
-        if thread_id in self._running:
-            raise HTTPError(409, f"thread {thread_id!r} has a run in progress: stop it first")
+        while (earlier := self._running.get(thread_id)) is not None:
+            # A run whose last event is sent may still be closing its response: a client
+            # that saw RUN_FINISHED can go on at once.
+            if earlier.ended:
+                with trio.move_on_after(ENDING_WAIT):
+                    await earlier.done.wait()
+            if not earlier.done.is_set():
+                raise HTTPError(409, f"thread {thread_id!r} has a run in progress: stop it first")
         running = self._running[thread_id] = _Running()
         try:
             agent = await self._agent(session)
@@ -232,10 +247,13 @@ class AGUIApp:
             raise HTTPError(400, f"threadId: {exc}") from None
 
     async def _agent(self, session: SessionMiddleware) -> Agent:
-        made = self.make_agent(session)
+        first: list[MiddlewareBase] = [session, EndMarker()]
+        made = self.make_agent(list(first))
         agent = await made if inspect.isawaitable(made) else made
-        if not isinstance(agent, Agent) or session not in agent.middlewares:
-            raise TypeError("make_agent must return an Agent with the given SessionMiddleware")
+        if not isinstance(agent, Agent) or list(agent.middlewares[:2]) != first:
+            raise TypeError(
+                "make_agent must return an Agent whose middlewares start with the ones given"
+            )
         try:
             await session.restore(agent)
         except SessionStoreError as exc:
@@ -260,8 +278,13 @@ class AGUIApp:
         )
 
     async def _thread(self, thread_id: str, send: Send) -> None:
-        agent = await self._agent(self._session(thread_id))
-        snapshot = thread_snapshot(agent.state, agent.name, running=thread_id in self._running)
+        session = self._session(thread_id)
+        try:
+            stored = await self.store.load(thread_id)
+        except SessionStoreError as exc:
+            raise HTTPError(503, f"the session store failed: {exc}") from None
+        state = stored.state if stored is not None else AgentState()
+        snapshot = thread_snapshot(state, running=session.session_id in self._running)
         await _respond_json(send, 200, {"threadId": thread_id, **snapshot})
 
 
@@ -276,17 +299,21 @@ class _Run:
 
     async def serve(self, inputs: Any, receive: Receive) -> None:
         await self.write(self.agui.start())
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_disconnect, receive)
-            try:
-                await self.agent.reply(inputs, on_event=self.on_event)
-            except Exception as exc:
-                # The reply ended with its ERROR end (already sent as RUN_ERROR) and raised.
-                logger.warning("a run on thread %r failed: %r", self.agui.thread_id, exc)
-                if not self.agui.finished:
-                    await self.write(self.agui.error(str(exc), type(exc).__name__))
-            finally:
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_disconnect, receive)
+                try:
+                    await self.agent.reply(inputs, on_event=self.on_event)
+                except Exception as exc:
+                    # The reply ended with its ERROR end (already sent as RUN_ERROR) and raised.
+                    logger.warning("a run on thread %r failed: %r", self.agui.thread_id, exc)
+                    if not self.agui.finished:
+                        await self.write(self.agui.error(str(exc), type(exc).__name__))
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # A cancelled request scope: the server expects its Cancelled, not a group.
+            reraise_unwrapped(group)
         if not self.agui.finished:
             calls = self.agent.state.get_awaiting_tool_calls(self.agent.name)
             if calls:
@@ -304,6 +331,7 @@ class _Run:
             await self.write(out)
 
     async def write(self, event: BaseEvent) -> None:
+        self.running.ended = self.agui.finished
         if self.running.disconnected:
             return
         try:
@@ -337,15 +365,21 @@ def _route_path(scope: Scope) -> str:
 
 
 async def _read_body(receive: Receive) -> bytes:
+    """The request body; past ``MAX_BODY`` the rest is read and dropped, then refused (a
+    client still sending would not see an answer sent before it is done)."""
     body = bytearray()
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise HTTPError(499, "the client went away before sending its request")
-        body += message.get("body", b"")
-        if len(body) > MAX_BODY:
-            raise HTTPError(413, f"the request body exceeds {MAX_BODY} bytes")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size <= MAX_BODY:
+            body += chunk
         if not message.get("more_body", False):
+            if size > MAX_BODY:
+                raise HTTPError(413, f"the request body exceeds {MAX_BODY} bytes")
             return bytes(body)
 
 

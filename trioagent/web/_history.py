@@ -22,18 +22,20 @@ from ag_ui.core import (
 from ..agent import AgentState
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
 from ._agui import interrupt_of
+from ._marker import FINISHED_REASON
 
 __all__ = ["thread_snapshot"]
 
 
-def thread_snapshot(state: AgentState, name: str, *, running: bool) -> dict[str, Any]:
+def thread_snapshot(state: AgentState, *, running: bool) -> dict[str, Any]:
     """The JSON document of ``GET .../threads/<id>``: ``messages`` (AG-UI messages),
     ``interrupts`` (the calls waiting for an answer) and ``running``."""
-    waiting = state.get_awaiting_tool_calls(name)
-    parked = state.reply_message(name) if waiting else None
+    # The agent's messages carry its name: the last answer's is the one a parked reply has.
+    name = next((m.name for m in reversed(state.context) if m.role == "assistant"), "")
+    waiting = state.get_awaiting_tool_calls(name) if name else []
     messages: list[Message] = []
     for msg in state.context:
-        messages.extend(_messages_of(msg, parked=msg is parked))
+        messages.extend(_messages_of(msg))
     interrupts = [interrupt_of(call) for call in waiting]
     return {
         "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
@@ -42,7 +44,7 @@ def thread_snapshot(state: AgentState, name: str, *, running: bool) -> dict[str,
     }
 
 
-def _messages_of(msg: Msg, *, parked: bool) -> list[Message]:
+def _messages_of(msg: Msg) -> list[Message]:
     text = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
     if msg.role == "user":
         return [UserMessage(id=msg.id, content=text)] if text else []
@@ -58,9 +60,8 @@ def _messages_of(msg: Msg, *, parked: bool) -> list[Message]:
         for b in msg.content
         if isinstance(b, ToolCallBlock)
     ]
-    # The context keeps an interrupted answer as it was cut off: unfinished, not parked.
-    reason = msg.finished_reason or (None if parked or msg.finished_at else "interrupted")
-    metadata = {"finishedReason": str(reason)} if reason else None
+    reason = msg.metadata.get(FINISHED_REASON)
+    metadata = {"finishedReason": reason} if isinstance(reason, str) else None
     if text or calls:
         out.append(
             AssistantMessage(
