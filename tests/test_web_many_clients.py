@@ -8,12 +8,6 @@ from pathlib import Path
 
 import httpx
 import trio
-
-from trioagent.event import AgentEvent, ReplyEndEvent
-from trioagent.session import SQLiteSessionStore
-from trioagent.testing import check_reply_rules
-from trioagent.web import AGUIApp
-
 from web_kit import (
     Recorder,
     agent_factory,
@@ -25,6 +19,11 @@ from web_kit import (
     text_of,
     words,
 )
+
+from trioagent.event import AgentEvent, ReplyEndEvent
+from trioagent.session import SQLiteSessionStore
+from trioagent.testing import check_reply_rules
+from trioagent.web import AGUIApp
 
 CLIENTS = 100
 LEAVING = 30
@@ -46,9 +45,7 @@ def _server_tasks(root: trio.lowlevel.Task) -> list[str]:
 async def test_100_clients_30_leave_mid_stream(nursery, tmp_path: Path) -> None:
     events: dict[str, list[AgentEvent]] = {}
     store = SQLiteSessionStore(tmp_path / "threads.sqlite3")
-    app = AGUIApp(
-        agent_factory(lambda: [words(CHUNKS)], Recorder(events), chunk_delay=0.02), store
-    )
+    app = AGUIApp(agent_factory(lambda: [words(CHUNKS)], Recorder(events), chunk_delay=0.02), store)
     base = await start(nursery, app)
     leaving = {f"t{i}" for i in range(LEAVING)}
     finished: dict[str, str] = {}

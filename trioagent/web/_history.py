@@ -45,41 +45,58 @@ def thread_snapshot(state: AgentState, *, running: bool) -> dict[str, Any]:
 
 
 def _messages_of(msg: Msg) -> list[Message]:
-    text = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
     if msg.role == "user":
+        text = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
         return [UserMessage(id=msg.id, content=text)] if text else []
     if msg.role != "assistant":
         return []
-    out: list[Message] = [
-        ReasoningMessage(id=b.id, content=b.thinking)
-        for b in msg.content
-        if isinstance(b, ThinkingBlock)
-    ]
-    calls = [
-        ToolCall(id=b.id, function=FunctionCall(name=b.name, arguments=b.input))
-        for b in msg.content
-        if isinstance(b, ToolCallBlock)
-    ]
-    reason = msg.metadata.get(FINISHED_REASON)
-    metadata = {"finishedReason": reason} if isinstance(reason, str) else None
-    if text or calls:
-        out.append(
-            AssistantMessage(
-                id=msg.id,
-                name=msg.name,
-                content=text or None,
-                tool_calls=calls or None,
-                metadata=metadata,
+    # One answer spans rounds (text, calls, their results, more text): kept in that order,
+    # an AG-UI assistant message per round.
+    out: list[Message] = []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    rounds = 0
+
+    def close_round() -> None:
+        nonlocal rounds
+        if texts or calls:
+            out.append(
+                AssistantMessage(
+                    id=msg.id if rounds == 0 else f"{msg.id}:{rounds}",
+                    name=msg.name,
+                    content="".join(texts) or None,
+                    tool_calls=list(calls) or None,
+                )
             )
-        )
-    out.extend(
-        ToolMessage(
-            id=f"{msg.id}:{b.id}",
-            tool_call_id=b.id,
-            content=b.output_text() or str(b.state),
-            metadata={"state": str(b.state)},
-        )
-        for b in msg.content
-        if isinstance(b, ToolResultBlock)
-    )
+            rounds += 1
+            texts.clear()
+            calls.clear()
+
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            if calls:
+                close_round()
+            texts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            close_round()
+            out.append(ReasoningMessage(id=block.id, content=block.thinking))
+        elif isinstance(block, ToolCallBlock):
+            calls.append(
+                ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=block.input))
+            )
+        elif isinstance(block, ToolResultBlock):
+            close_round()
+            out.append(
+                ToolMessage(
+                    id=f"{msg.id}:{block.id}",
+                    tool_call_id=block.id,
+                    content=block.output_text() or str(block.state),
+                    metadata={"state": str(block.state)},
+                )
+            )
+    close_round()
+    reason = msg.metadata.get(FINISHED_REASON)
+    last = next((m for m in reversed(out) if isinstance(m, AssistantMessage)), None)
+    if last is not None and isinstance(reason, str):
+        last.metadata = {"finishedReason": reason}
     return out
