@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from web_kit import served_processes
 
 pytestmark = pytest.mark.browser
 
@@ -45,28 +43,8 @@ def _chromium() -> str:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """``trioagent serve`` on a free port with a fresh SQLite store; yields its URL."""
-    store = tmp_path / "threads.sqlite3"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trioagent", "serve", "--port", "0", "--store", str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "trioagent serve: http://" in line, line + proc.stdout.read()
-        yield line.split()[2].rstrip("/")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            assert proc.wait(timeout=20) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+    with served_processes(str(tmp_path / "threads.sqlite3")) as [(url, _)]:
+        yield url
 
 
 def test_chat_page_stream_stop_continue_approve_reload(server: str, tmp_path: Path) -> None:

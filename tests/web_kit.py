@@ -6,8 +6,12 @@ Not a test module (no ``test_`` prefix).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -93,6 +97,42 @@ async def start(nursery: trio.Nursery, app: AGUIApp) -> str:
     """Serve ``app`` with Hypercorn on a free loopback port; its base URL."""
     urls: list[str] = await nursery.start(serve, app, "127.0.0.1", 0)
     return urls[0]
+
+
+@contextlib.contextmanager
+def served_processes(store: str, n: int = 1) -> Iterator[list[tuple[str, subprocess.Popen[str]]]]:
+    """``n`` processes of ``trioagent serve`` (the embedded demo model), started at once on
+    free ports, keeping their threads in ``store``; yields their URLs and processes, and stops
+    them with SIGINT (each must exit 0)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trioagent", "serve", "--port", "0", "--store", store],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(n)
+    ]
+    try:
+        served = []
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "trioagent serve: http://" in line, line + proc.stdout.read()
+            served.append((line.split()[2].rstrip("/"), proc))
+        yield served
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            assert proc.wait(timeout=20) in (0, -signal.SIGKILL)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def run_body(thread: str, text: str | None = None, resume: list[Any] | None = None) -> bytes:
