@@ -267,3 +267,59 @@ async def test_make_agent_must_place_the_session(nursery, tmp_path) -> None:
     app = AGUIApp(without_session, SQLiteSessionStore(tmp_path / "s.sqlite3"))
     with pytest.raises(TypeError, match="middlewares start with the ones given"):
         await app._agent(app._session("t"))
+
+
+class _Bus:
+    """A StopBus in memory: what it was asked to publish, and who listens."""
+
+    def __init__(self) -> None:
+        self.published: list[str] = []
+        self.listener: Any = None
+
+    async def publish(self, thread_id: str) -> None:
+        self.published.append(thread_id)
+
+    async def listen(self, on_stop: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        self.listener = on_stop
+        task_status.started()
+        await trio.sleep_forever()
+
+
+async def test_the_lifespan_runs_the_stop_listener_and_a_stop_is_published(
+    nursery, tmp_path
+) -> None:
+    events: dict[str, list[AgentEvent]] = {}
+    bus = _Bus()
+    app = AGUIApp(
+        agent_factory(lambda: [words(500)], Recorder(events), chunk_delay=0.01),
+        SQLiteSessionStore(tmp_path / "threads.sqlite3"),
+        stop_bus=bus,
+    )
+    to_app, app_receives = trio.open_memory_channel[dict[str, Any]](1)
+    sent: list[str] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"])
+
+    nursery.start_soon(app, {"type": "lifespan"}, app_receives.receive, send)
+    await to_app.send({"type": "lifespan.startup"})
+    with trio.fail_after(10):
+        while bus.listener is None:
+            await trio.sleep(0.01)
+    assert sent == ["lifespan.startup.complete"]
+    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+
+        async def stop_from_another_process() -> None:
+            response = await client.post("/agui/stop", json={"threadId": "elsewhere"})
+            assert response.json()["published"] is True
+            bus.listener("t1")  # a Stop for t1 published by another process arrives
+
+        stream = await _stream_until(client, run_body("t1", "hi"), 2, stop_from_another_process)
+    assert check_stream(stream)["outcome"] == {"type": "cancelled"}
+    assert bus.published == ["elsewhere"]
+    await to_app.send({"type": "lifespan.shutdown"})
+    with trio.fail_after(10):
+        while len(sent) < 2:
+            await trio.sleep(0.01)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert _ends(events["t1"]) == ["interrupted"]
