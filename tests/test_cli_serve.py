@@ -69,3 +69,11 @@ def test_serve_help_and_a_bad_model_is_a_one_line_error() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: --model 'nope' has no provider")
     assert "Traceback" not in done.stderr
+
+
+def test_an_unusable_store_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    done = _serve("--port", "0", "--store", str(tmp_path / "a-file" / "threads.sqlite3"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: --store: ")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 import attrs
@@ -25,7 +25,7 @@ from ..agent import Agent
 from ..middleware import MiddlewareBase
 from ..model import ChatModelBase, chat_model_from_spec
 from ..permission import PermissionDecision
-from ..session import RedisSessionStore, SessionStore, SQLiteSessionStore
+from ..session import RedisSessionStore, SessionStore, SessionStoreError, SQLiteSessionStore
 from ..testing import OpenAICompatibleServer, serve_openai_compatible
 from ..tool import Toolkit
 from ..web import AGUIApp, RedisStopBus, serve
@@ -74,18 +74,22 @@ def _is_redis(store: str) -> bool:
     return store.startswith(("redis://", "rediss://", "unix://"))
 
 
-@contextlib.asynccontextmanager
-async def open_store(spec: str | None) -> AsyncIterator[tuple[SessionStore, RedisStopBus | None]]:
-    """The store ``--store`` names, and the Stop bus that goes with a Redis store."""
+async def open_store(
+    stack: contextlib.AsyncExitStack, spec: str | None
+) -> tuple[SessionStore, RedisStopBus | None]:
+    """The store ``--store`` names, and the Stop bus that goes with a Redis store (both
+    closed by ``stack``)."""
+    bus = None
     if spec is not None and _is_redis(spec):
-        async with RedisSessionStore(spec) as store, RedisStopBus(spec) as bus:
-            yield store, bus
-        return
-    path = spec if spec is not None else data_dir() / "web-sessions.sqlite3"
+        store: SessionStore = await stack.enter_async_context(RedisSessionStore(spec))
+        bus = await stack.enter_async_context(RedisStopBus(spec))
+    else:
+        store = SQLiteSessionStore(spec or data_dir() / "web-sessions.sqlite3")
     try:
-        yield SQLiteSessionStore(path), None
-    except ValueError as exc:  # pragma: no cover - a bad path shows on first use
+        await store.list()  # unreachable or unusable: one line now, not on every request
+    except (SessionStoreError, OSError) as exc:  # a SQLite path that cannot be created
         raise ChatSetupError(f"--store: {exc}") from None
+    return store, bus
 
 
 async def run_serve(
@@ -122,7 +126,8 @@ async def run_serve(
                 demo.push(*[demo_reply] * DEMO_BATCH)
             return Agent("assistant", options.system_prompt, model, toolkit, middlewares=first)
 
-        async with model, open_store(options.store) as (store, bus):
+        async with model, contextlib.AsyncExitStack() as stack:
+            store, bus = await open_store(stack, options.store)
             app = AGUIApp(make_agent, store, stop_bus=bus)
             async with trio.open_nursery() as serving:
                 await serving.start(app.run)
