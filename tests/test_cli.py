@@ -128,7 +128,9 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 # -- help and the examples command -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["--help"], ["examples", "--help"], ["chat", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["examples", "--help"], ["chat", "--help"], ["serve", "--help"]]
+)
 def test_help(args: list[str]) -> None:
     done = trioagent(*args)
     assert done.returncode == 0, done.stderr
@@ -493,7 +495,7 @@ def test_help_texts_and_usage_errors() -> None:
     chat, examples, unknown = (
         Call("chat", "--help"),
         Call("examples", "--help"),
-        Call("serve"),
+        Call("nosuchcommand"),
     )
     done = chat.done()
     assert done.returncode == 0
