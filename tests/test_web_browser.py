@@ -80,6 +80,8 @@ def test_chat_page_stream_stop_continue_approve_reload(server: str, tmp_path: Pa
                 f".textContent.length > {len(early) + 20}"
             )
             assert (answer.text_content() or "").startswith(early)  # it grew: streaming
+            thought = page.locator(".thinking").first.text_content() or ""
+            assert thought.startswith("A story, then")  # the reasoning streamed first
             shot(page, "02-streaming")
 
             # 2. Stop mid-stream: the interrupted answer stays on the page.
@@ -125,6 +127,7 @@ def test_chat_page_stream_stop_continue_approve_reload(server: str, tmp_path: Pa
             assert texts[call - 1] == "Let me look at the clock."
             assert texts[call + 1].startswith("The tool says:")
             assert page.locator(".confirm").count() == 0
+            assert page.locator(".thinking").count() == 1
             shot(page, "07-reloaded")
         finally:
             browser.close()

@@ -26,11 +26,17 @@ from ..middleware import MiddlewareBase
 from ..model import ChatModelBase, chat_model_from_spec
 from ..permission import PermissionDecision
 from ..session import RedisSessionStore, SessionStore, SessionStoreError, SQLiteSessionStore
-from ..testing import OpenAICompatibleServer, serve_openai_compatible
+from ..testing import (
+    OpenAICompatibleServer,
+    RecordedRequest,
+    ScriptedReply,
+    serve_openai_compatible,
+)
 from ..tool import Toolkit
 from ..web import AGUIApp, RedisStopBus, serve
 from ._chat import (
     EMBEDDED,
+    STORY,
     ChatOptions,
     ChatSetupError,
     check_reachable,
@@ -44,6 +50,7 @@ __all__ = ["ServeOptions", "run_serve"]
 
 #: The embedded demo server's script is topped up with this many answers when it runs low.
 DEMO_BATCH = 64
+THOUGHT = "A story, then: one about a reply that is cancelled and loses nothing."
 
 
 @attrs.define(kw_only=True)
@@ -68,6 +75,15 @@ def _toolkit() -> Toolkit:
         get_time, permission=PermissionDecision(behavior="ask", message="reads the clock")
     )
     return toolkit
+
+
+def serve_demo_reply(request: RecordedRequest) -> ScriptedReply:
+    """The demo of ``chat``, whose story also streams a short thought first (the page shows
+    thinking)."""
+    reply = demo_reply(request)
+    if reply.text == STORY:
+        return attrs.evolve(reply, reasoning=THOUGHT)
+    return reply
 
 
 def _is_redis(store: str) -> bool:
@@ -123,7 +139,7 @@ async def run_serve(
 
         def make_agent(first: list[MiddlewareBase]) -> Agent:
             if demo is not None and len(demo.script) < DEMO_BATCH:
-                demo.push(*[demo_reply] * DEMO_BATCH)
+                demo.push(*[serve_demo_reply] * DEMO_BATCH)
             return Agent("assistant", options.system_prompt, model, toolkit, middlewares=first)
 
         async with model, contextlib.AsyncExitStack() as stack:
