@@ -77,3 +77,15 @@ def test_an_unusable_store_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: --store: ")
+
+
+def test_without_the_web_extra_serve_says_how_to_install_it() -> None:
+    hide = "import sys; sys.modules['ag_ui'] = None\n"  # as if ag-ui-protocol were missing
+    run = "from trioagent.cli import main; sys.exit(main(['serve', '--port', '0']))"
+    done = subprocess.run(
+        [sys.executable, "-c", hide + run], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: trioagent serve needs the web extra: pip install 'trioagent[web]' (no ag_ui.core)\n"
+    )

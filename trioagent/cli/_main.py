@@ -21,6 +21,8 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -32,30 +34,24 @@ __all__ = ["main"]
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    if not args.verbose:
-        # Retry warnings and the like would garble the conversation; errors still show.
-        logging.getLogger("trioagent").setLevel(logging.ERROR)
     options = ChatOptions(model=args.model, base_url=args.base_url, session=args.session)
     if args.system is not None:
         options.system_prompt = args.system
-    try:
-        code: int = trio.run(run_chat, options)
-    except (ChatSetupError, BaseExceptionGroup) as exc:
-        # A set-up error may surface from inside a nursery, wrapped in a group.
-        found = _find(exc, ChatSetupError)
-        if found is None:
-            raise
-        print(f"error: {found}", file=sys.stderr)
-        return 2
-    sys.stdout.flush()
-    return code
+    return _run_command(run_chat, options, verbose=args.verbose)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if not args.verbose:
-        logging.getLogger("trioagent").setLevel(logging.ERROR)
-    from ._serve import ServeOptions, run_serve  # the web extra: imported when asked for
+    try:
+        import hypercorn  # noqa: F401  # the web extra, imported when asked for
 
+        from ._serve import ServeOptions, run_serve
+    except ImportError as exc:
+        print(
+            f"error: trioagent serve needs the web extra: pip install 'trioagent[web]' "
+            f"(no {exc.name})",
+            file=sys.stderr,
+        )
+        return 2
     options = ServeOptions(
         model=args.model,
         base_url=args.base_url,
@@ -66,14 +62,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     if args.system is not None:
         options.system_prompt = args.system
+    return _run_command(run_serve, options, verbose=args.verbose)
+
+
+def _run_command(run: Callable[[Any], Awaitable[int]], options: object, *, verbose: bool) -> int:
+    """``trio.run(run, options)``; a set-up error is one line on stderr and exit code 2."""
+    if not verbose:
+        # Retry warnings and the like would garble the output; errors still show.
+        logging.getLogger("trioagent").setLevel(logging.ERROR)
     try:
-        code: int = trio.run(run_serve, options)
+        code = trio.run(run, options)
     except (ChatSetupError, BaseExceptionGroup) as exc:
+        # A set-up error may surface from inside a nursery, wrapped in a group.
         found = _find(exc, ChatSetupError)
         if found is None:
             raise
         print(f"error: {found}", file=sys.stderr)
         return 2
+    sys.stdout.flush()
     return code
 
 
