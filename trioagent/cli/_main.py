@@ -68,7 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _run_command(run: Callable[[Any], Awaitable[int]], options: object, *, verbose: bool) -> int:
     """``trio.run(run, options)``; a set-up error is one line on stderr and exit code 2."""
     if not verbose:
-        # Retry warnings and the like would garble the output; errors still show.
+        # Warnings (skipped content and the like) would garble the output; errors show.
         logging.getLogger("trioagent").setLevel(logging.ERROR)
     try:
         code = trio.run(run, options)
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         "by default ~/.local/share/trioagent)",
     )
     chat.add_argument(
-        "--verbose", action="store_true", help="show the library's warnings (retries, ...)"
+        "--verbose", action="store_true", help="show the library's warnings (skipped content, ...)"
     )
     chat.set_defaults(func=cmd_chat)
     serve = commands.add_parser(

@@ -54,6 +54,7 @@ from ._provider import (
 )
 from ._registry import (
     PROVIDERS as PROVIDERS,
+    as_chat_model as as_chat_model,
     chat_model_from_spec as chat_model_from_spec,
     credential_from_spec as credential_from_spec,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "StructuredResponse",
     "XAIChatModel",
     "XAIChatParameters",
+    "as_chat_model",
     "chat_model_from_spec",
     "credential_from_spec",
     "flatten_json_schema",

@@ -22,6 +22,7 @@ from ._builtin import (
     TaskUpdate as TaskUpdate,
     Write as Write,
 )
+from ._class_schema import ClassSchema as ClassSchema, is_schema_class as is_schema_class
 from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
 from ._mcp import (
@@ -49,6 +50,7 @@ __all__ = [
     "AskUser",
     "AskUserAnswer",
     "Bash",
+    "ClassSchema",
     "Edit",
     "Emit",
     "FunctionTool",
@@ -83,4 +85,5 @@ __all__ = [
     "Toolkit",
     "ToolkitMiddleware",
     "Write",
+    "is_schema_class",
 ]

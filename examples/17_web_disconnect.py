@@ -1,4 +1,4 @@
-"""15 — Serve an agent over HTTP (AG-UI): a client leaves mid-stream, then the thread goes on.
+"""17 — Serve an agent over HTTP (AG-UI): a client leaves mid-stream, then the thread goes on.
 
 ``trioagent.web.AGUIApp`` serves the agent with Hypercorn's trio worker, one conversation per
 AG-UI ``threadId`` in a session store (an SQLite file here).  A client asks for a long answer
