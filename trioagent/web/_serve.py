@@ -8,6 +8,7 @@ then lets Hypercorn close the connections.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -42,7 +43,9 @@ async def serve(
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.graceful_timeout = graceful_timeout
     config.accesslog = "-" if access_log else None
-    config.errorlog = None  # "Running on ..." is the caller's to print (it gets the URLs)
+    # Hypercorn's own messages go to this package's logger: "Running on ..." at INFO (the
+    # caller prints the URLs it gets), an application error at ERROR with its traceback.
+    config.errorlog = logging.getLogger("trioagent.web")
 
     async def trigger() -> None:
         await (shutdown_trigger or trio.sleep_forever)()
