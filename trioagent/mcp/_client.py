@@ -18,16 +18,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import TypedDict, TypeVar, cast
 
 import httpx2
 import mcp_types
 import trio
 from mcp import Client
 from mcp.client import Transport
+from mcp.client.session import (
+    ClientRequestContext,
+    ElicitationFnT,
+    ListRootsFnT,
+    LoggingFnT,
+    SamplingFnT,
+)
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -37,9 +45,30 @@ from mcp.shared.exceptions import MCPError
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
-from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
+from ..message import DataBlock, Msg, TextBlock
+from ..tool import (
+    MCPCallError,
+    MCPCallResult,
+    MCPTool,
+    MCPToolSpec,
+    ProgressCallback,
+    ToolBase,
+)
+from ..tool._mcp import MAX_SERVER_NAME, mcp_tool_name
+from ._capabilities import ElicitationCallback, MCPSampling, elicit, log_message, roots_result
 from ._config import HttpMCPConfig, StdioMCPConfig
-from ._convert import convert_result, tool_spec
+from ._convert import convert_result, offered_tools
+from ._resources import (
+    MCPPrompt,
+    MCPResource,
+    MCPResourceReader,
+    MCPResourceTemplate,
+    prompt,
+    prompt_messages,
+    read_blocks,
+    resource,
+    template,
+)
 
 __all__ = ["MCPClient", "MCPClientError"]
 
@@ -101,6 +130,16 @@ class MCPClient:
         stream_progress: pass the server's progress notifications on as progress chunks
             (``CustomEvent("mcp_progress")`` in a reply).
         connect_timeout: seconds for connecting and the first listing.
+        sampling: answers the server's sampling requests (declares ``sampling``).
+        elicitation: answers the server's questions (declares ``elicitation``).
+        roots: the directories the server may work in (declares ``roots``).
+        log_level: the lowest server log level asked for on a 2026-07-28 connection (earlier
+            protocols send what the server decides); server log messages go to the
+            ``trioagent.mcp`` logger either way.
+
+        resource_tool: offer the model the tool ``mcp__{name}__read_resource``
+            (:class:`MCPResourceReader`) when the server has resources, so that it can read
+            what tool results link to.
 
     Raises:
         ValueError: a bad name, a stateless stdio client, overlapping or malformed filters,
@@ -118,11 +157,21 @@ class MCPClient:
         execution_timeout: float | None = None,
         stream_progress: bool = False,
         connect_timeout: float | None = 30.0,
+        sampling: MCPSampling | None = None,
+        elicitation: ElicitationCallback | None = None,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
+        log_level: mcp_types.LoggingLevel | None = "info",
+        resource_tool: bool = True,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
                 f"MCPClient name {name!r} contains characters that model providers reject in "
                 "tool names (only [a-zA-Z0-9_-] are allowed)."
+            )
+        if len(name) > MAX_SERVER_NAME:
+            raise ValueError(
+                f"MCPClient name {name!r} is longer than {MAX_SERVER_NAME} characters: tool "
+                "names built from it would pass the 64 characters model providers allow."
             )
         if not isinstance(config, StdioMCPConfig | HttpMCPConfig):
             raise TypeError(
@@ -151,6 +200,11 @@ class MCPClient:
         self.execution_timeout = execution_timeout
         self.stream_progress = stream_progress
         self.connect_timeout = connect_timeout
+        self.sampling = sampling
+        self.elicitation = elicitation
+        self.roots = None if roots is None else list(roots)
+        self.log_level = log_level
+        self.resource_tool = resource_tool
         self._entered = False
         self._session: Client | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -160,6 +214,8 @@ class MCPClient:
         self._tools: list[MCPTool] | None = None
         self._listing_error: str | None = None
         self._lost: str | None = None
+        self._has_resources = False
+        self._reader: MCPResourceReader | None = None
 
     def __repr__(self) -> str:
         return (
@@ -204,7 +260,8 @@ class MCPClient:
             raise MCPClientError(
                 f"the tools of MCP server {self._name!r} are not listed ({reason})"
             )
-        return list(self._tools)
+        reader = [self._reader] if self._reader is not None else []
+        return [*self._tools, *reader]
 
     async def call_tool(
         self, tool: str, arguments: JSONObject, on_progress: ProgressCallback | None = None
@@ -229,7 +286,99 @@ class MCPClient:
         except Exception as exc:
             self._note_failure(exc)
             raise MCPCallError(_describe(exc)) from None
-        return convert_result(result)
+        return convert_result(result, read_tool=self._reader_name)
+
+    # -- resources and prompts -----------------------------------------------------------------
+
+    async def list_resources(self) -> list[MCPResource]:
+        """The server's resources (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPResource]:
+            items: list[MCPResource] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_resources(cursor=cursor)
+                items.extend(resource(item) for item in page.resources)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the resources", fetch)
+
+    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
+        """The server's resource templates (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPResourceTemplate]:
+            items: list[MCPResourceTemplate] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_resource_templates(cursor=cursor)
+                items.extend(template(item) for item in page.resource_templates)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the resource templates", fetch)
+
+    async def read_resource(self, uri: str) -> list[TextBlock | DataBlock]:
+        """Read the resource ``uri``: a text part as its text, a binary part as base64 data.
+
+        Raises:
+            MCPClientError: not connected, or the server could not read it.
+        """
+
+        async def fetch(session: Client) -> list[TextBlock | DataBlock]:
+            return read_blocks(await session.read_resource(uri))
+
+        return await self._request(f"reading {uri!r}", fetch)
+
+    async def list_prompts(self) -> list[MCPPrompt]:
+        """The server's prompts (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPPrompt]:
+            items: list[MCPPrompt] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_prompts(cursor=cursor)
+                items.extend(prompt(item) for item in page.prompts)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the prompts", fetch)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> list[Msg]:
+        """The prompt ``name`` filled with ``arguments``, as user and assistant messages.
+
+        Raises:
+            MCPClientError: not connected, or the server refused (a missing argument, ...).
+        """
+
+        async def fetch(session: Client) -> list[Msg]:
+            result = await session.get_prompt(name, arguments)
+            return prompt_messages(result, read_tool=self._reader_name)
+
+        return await self._request(f"getting the prompt {name!r}", fetch)
+
+    async def _request(self, what: str, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        try:
+            return await self._with_session(operation)
+        except MCPClientError:
+            raise
+        except Exception as exc:
+            self._note_failure(exc)
+            raise MCPClientError(
+                f"{what} of MCP server {self._name!r} failed: {_describe(exc)}"
+            ) from None
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -260,27 +409,44 @@ class MCPClient:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        tools = [self._wrap(tool) for tool in listed if self._wanted(tool.name)]
-        self._tools = [tool for tool in tools if tool is not None]
+        capabilities = session.server_capabilities
+        self._has_resources = capabilities is not None and capabilities.resources is not None
+        if self._reader_name is not None and self._reader is None:
+            self._reader = MCPResourceReader(self._name, self.read_resource)
+        reserved = [self._reader_name] if self._reader_name else []
+        wanted = [tool for tool in listed if self._wanted(tool.name)]
+        wrapped = [
+            self._wrap(name, spec)
+            for name, spec in offered_tools(self._name, wanted, reserved=reserved)
+        ]
+        self._tools = [tool for tool in wrapped if tool is not None]
         self._listing_error = None
         return list(self._tools)
+
+    @property
+    def _reader_name(self) -> str | None:
+        """The name of the resource-reading tool, when the server has resources."""
+        if not (self.resource_tool and self._has_resources):
+            return None
+        return mcp_tool_name(self._name, "read_resource")
 
     def _wanted(self, tool: str) -> bool:
         if self.enable_tools is not None and tool not in self.enable_tools:
             return False
         return self.disable_tools is None or tool not in self.disable_tools
 
-    def _wrap(self, tool: mcp_types.Tool) -> MCPTool | None:
+    def _wrap(self, name: str, spec: MCPToolSpec) -> MCPTool | None:
         wrapped = MCPTool(
             self,
-            tool_spec(tool),
+            spec,
             execution_timeout=self.execution_timeout,
             stream_progress=self.stream_progress,
+            name=name,
         )
         try:
             wrapped.validate_schema()
         except ValueError as exc:
-            logger.warning("Skipping tool %r of MCP server %r: %s", tool.name, self._name, exc)
+            logger.warning("Skipping tool %r of MCP server %r: %s", spec.name, self._name, exc)
             return None
         return wrapped
 
@@ -297,7 +463,9 @@ class MCPClient:
                 encoding_error_handler=config.encoding_error_handler,
             )
             return Client(
-                stdio_client(params, errlog=config.errlog), message_handler=self._on_message
+                stdio_client(params, errlog=config.errlog),
+                message_handler=self._on_message,
+                **self._callbacks(),
             )
         if config.uses_sse:
             transport: object = sse_client(
@@ -310,7 +478,45 @@ class MCPClient:
             )
         else:
             transport = _HttpTransport(config)
-        return Client(cast(Transport, transport), message_handler=self._on_message)
+        return Client(
+            cast(Transport, transport), message_handler=self._on_message, **self._callbacks()
+        )
+
+    def _callbacks(self) -> _Callbacks:
+        """The session's answers to server requests: a capability is declared only when
+        something answers it (see :mod:`._capabilities`)."""
+        server = self._name
+        callbacks: _Callbacks = {"log_level": self.log_level}
+
+        async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
+            log_message(server, params)
+            await trio.lowlevel.checkpoint()
+
+        callbacks["logging_callback"] = on_log
+        if (sampling := self.sampling) is not None:
+
+            async def on_sampling(
+                context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+            ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+                return await sampling.answer(server, params)
+
+            callbacks["sampling_callback"] = on_sampling
+        if (elicitation := self.elicitation) is not None:
+
+            async def on_elicitation(
+                context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+            ) -> mcp_types.ElicitResult:
+                return await elicit(server, elicitation, params)
+
+            callbacks["elicitation_callback"] = on_elicitation
+        if (roots := self.roots) is not None:
+
+            async def on_roots(context: ClientRequestContext) -> mcp_types.ListRootsResult:
+                await trio.lowlevel.checkpoint()
+                return roots_result(roots)
+
+            callbacks["list_roots_callback"] = on_roots
+        return callbacks
 
     # -- tool changes --------------------------------------------------------------------------
 
@@ -472,6 +678,14 @@ class MCPClient:
             logger.warning("The session with MCP server %r ended: %s", self._name, self._lost)
         finally:
             self._session = None
+
+
+class _Callbacks(TypedDict, total=False):
+    sampling_callback: SamplingFnT
+    elicitation_callback: ElicitationFnT
+    list_roots_callback: ListRootsFnT
+    logging_callback: LoggingFnT
+    log_level: mcp_types.LoggingLevel | None
 
 
 class _HttpTransport:

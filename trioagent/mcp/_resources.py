@@ -1,0 +1,196 @@
+"""A server's resources and prompts: what :class:`~trioagent.mcp.MCPClient` lists and reads.
+
+The listings become small attrs records (the server's names kept, wire types left behind);
+a read resource becomes blocks (a text resource its text, a binary one a base64
+:class:`DataBlock`); a prompt becomes messages ready for an agent.
+
+:class:`MCPResourceReader` is the built-in tool through which the model reads what a server
+links to (``resource_link`` content): ``mcp__{server}__read_resource``.  Reading is a
+read-only call, so the permission engine allows it unless a deny or ask rule matches; a
+rule's content is a URI prefix (``"file:///secrets/"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import attrs
+import mcp_types
+
+from .._core.json_types import JSONObject, JSONValue
+from ..message import AssistantMsg, Base64Source, DataBlock, Msg, TextBlock, UserMsg
+from ..tool import Emit, ToolBase, ToolChunk
+from ..tool._mcp import mcp_tool_name
+from ..tool._response import error_chunk
+from ._convert import convert_content
+
+__all__ = [
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPResource",
+    "MCPResourceReader",
+    "MCPResourceTemplate",
+    "prompt_messages",
+    "read_blocks",
+]
+
+_OCTET_STREAM = "application/octet-stream"
+
+
+@attrs.frozen(kw_only=True)
+class MCPResource:
+    """A resource the server can read."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MCPResourceTemplate:
+    """A family of resources: ``uri_template`` is an RFC 6570 URI template."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MCPPromptArgument:
+    """One argument of a prompt."""
+
+    name: str
+    description: str | None = None
+    required: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class MCPPrompt:
+    """A prompt the server offers."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[MCPPromptArgument] = attrs.field(factory=list)
+
+
+def resource(item: mcp_types.Resource) -> MCPResource:
+    return MCPResource(
+        uri=str(item.uri),
+        name=item.name,
+        title=item.title,
+        description=item.description,
+        mime_type=item.mime_type,
+        size=item.size,
+    )
+
+
+def template(item: mcp_types.ResourceTemplate) -> MCPResourceTemplate:
+    return MCPResourceTemplate(
+        uri_template=item.uri_template,
+        name=item.name,
+        title=item.title,
+        description=item.description,
+        mime_type=item.mime_type,
+    )
+
+
+def prompt(item: mcp_types.Prompt) -> MCPPrompt:
+    return MCPPrompt(
+        name=item.name,
+        title=item.title,
+        description=item.description,
+        arguments=[
+            MCPPromptArgument(name=a.name, description=a.description, required=bool(a.required))
+            for a in item.arguments or ()
+        ],
+    )
+
+
+def read_blocks(result: mcp_types.ReadResourceResult) -> list[TextBlock | DataBlock]:
+    """A read resource's contents: a text part as its text, a binary part as base64 data."""
+    blocks: list[TextBlock | DataBlock] = []
+    for contents in result.contents:
+        if isinstance(contents, mcp_types.TextResourceContents):
+            blocks.append(TextBlock(text=contents.text))
+        else:
+            media_type = contents.mime_type or _OCTET_STREAM
+            source = Base64Source(data=contents.blob, media_type=media_type)
+            blocks.append(DataBlock(source=source, name=str(contents.uri)))
+    return blocks
+
+
+def prompt_messages(
+    result: mcp_types.GetPromptResult, *, read_tool: str | None = None
+) -> list[Msg]:
+    """A prompt's messages as user and assistant messages (content converted like a tool
+    result's); consecutive messages are kept apart, as the server sent them."""
+    messages: list[Msg] = []
+    for message in result.messages:
+        blocks = convert_content([message.content], read_tool=read_tool)
+        if message.role == "assistant":
+            messages.append(AssistantMsg("assistant", blocks))
+        else:
+            messages.append(UserMsg("user", blocks))
+    return messages
+
+
+#: ``read(uri)`` → the blocks; raises on failure (the message is what the model reads).
+ResourceRead = Callable[[str], Awaitable[list[TextBlock | DataBlock]]]
+
+
+class MCPResourceReader(ToolBase):
+    """``mcp__{server}__read_resource``: the model reads one of the server's resources.
+
+    Args:
+        server: the server's name.
+        read: reads a URI (:meth:`MCPClient.read_resource`).
+        name: the tool's name (default ``mcp__{server}__read_resource``).
+    """
+
+    is_read_only = True
+    is_concurrency_safe = True
+    is_mcp = True
+    input_schema: JSONObject = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "uri": {"type": "string", "description": "The URI of the resource to read."}
+        },
+        "required": ["uri"],
+    }
+
+    def __init__(self, server: str, read: ResourceRead, *, name: str | None = None) -> None:
+        super().__init__()
+        self.mcp_name = server
+        self.name = name or mcp_tool_name(server, "read_resource")
+        self.description = (
+            f"Read a resource of the MCP server {server!r} by its URI (for example one a tool "
+            "result linked to)."
+        )
+        self._read = read
+
+    def __repr__(self) -> str:
+        return f"MCPResourceReader({self.name!r})"
+
+    async def match_rule(self, rule_content: str | None, tool_input: JSONObject) -> bool:
+        """A rule's content is a URI prefix; no content matches every read."""
+        if not rule_content:
+            return True
+        uri = tool_input.get("uri")
+        return isinstance(uri, str) and uri.startswith(rule_content)
+
+    async def call(self, emit: Emit, /, **kwargs: JSONValue) -> ToolChunk:
+        """Read the resource; a failure is an error result naming the URI."""
+        uri = kwargs.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return error_chunk("Error: 'uri' must be a non-empty string.")
+        try:
+            blocks = await self._read(uri)
+        except Exception as exc:
+            return error_chunk(f"Error reading MCP resource {uri!r}: {exc}")
+        return ToolChunk(content=list(blocks))
