@@ -11,14 +11,36 @@ Built on the official ``mcp`` SDK (anyio-based, so it runs under Trio).
 """
 
 from ..tool import MCPCallError as MCPCallError, MCPTool as MCPTool
+from ._capabilities import (
+    ElicitationCallback as ElicitationCallback,
+    MCPElicitation as MCPElicitation,
+    MCPSampling as MCPSampling,
+    SamplingRequest as SamplingRequest,
+)
 from ._client import MCPClient as MCPClient, MCPClientError as MCPClientError
 from ._config import HttpMCPConfig as HttpMCPConfig, StdioMCPConfig as StdioMCPConfig
+from ._resources import (
+    MCPPrompt as MCPPrompt,
+    MCPPromptArgument as MCPPromptArgument,
+    MCPResource as MCPResource,
+    MCPResourceReader as MCPResourceReader,
+    MCPResourceTemplate as MCPResourceTemplate,
+)
 
 __all__ = [
+    "ElicitationCallback",
     "HttpMCPConfig",
     "MCPCallError",
     "MCPClient",
     "MCPClientError",
+    "MCPElicitation",
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPResource",
+    "MCPResourceReader",
+    "MCPResourceTemplate",
+    "MCPSampling",
     "MCPTool",
+    "SamplingRequest",
     "StdioMCPConfig",
 ]

@@ -203,9 +203,10 @@ async def elicit(
     if action not in ("accept", "decline", "cancel"):
         logger.warning("An elicitation callback answered %r; sending cancel", action)
         return mcp_types.ElicitResult(action="cancel")
+    form = question.url is None  # a URL-mode answer carries no content
     return mcp_types.ElicitResult(
         action=action,  # type: ignore[arg-type]
-        content=content if action == "accept" else None,
+        content=content if action == "accept" and form else None,
     )
 
 
