@@ -313,20 +313,19 @@ async def test_server_log_messages_reach_our_log(
 async def test_each_cancel_leaves_the_server_usable(everything: tuple[MCPClient, Answers]) -> None:
     client, _ = everything
     tool = _tools(client)["mcp__ev__trigger-long-running-operation"]
-    for _ in range(3):
-        progressed = trio.Event()
 
+    async def call(progressed: trio.Event) -> None:
         async def emit(chunk: ToolChunk) -> None:
             if "mcp_progress" in chunk.metadata:
                 progressed.set()
 
+        await tool.run({"duration": 30, "steps": 30}, emit)
+        raise AssertionError("the call was not cancelled")
+
+    for _ in range(3):
+        progressed = trio.Event()
         async with trio.open_nursery() as nursery:
-
-            async def call() -> None:
-                await tool.run({"duration": 30, "steps": 30}, emit)
-                raise AssertionError("the call was not cancelled")
-
-            nursery.start_soon(call)
+            nursery.start_soon(call, progressed)
             with trio.fail_after(20):
                 await progressed.wait()
             nursery.cancel_scope.cancel()
