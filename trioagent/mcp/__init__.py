@@ -1,4 +1,5 @@
-"""MCP servers as tool sources: :class:`MCPClient` over stdio or streamable HTTP.
+"""MCP both ways: servers as tool sources (:class:`MCPClient` over stdio or streamable HTTP),
+and agents or toolkits served to MCP clients (:func:`serve`).
 
 .. code-block:: python
 
@@ -26,6 +27,7 @@ from ._resources import (
     MCPResourceReader as MCPResourceReader,
     MCPResourceTemplate as MCPResourceTemplate,
 )
+from ._serve import ServableAgent as ServableAgent, serve as serve
 
 __all__ = [
     "ElicitationCallback",
@@ -42,5 +44,7 @@ __all__ = [
     "MCPSampling",
     "MCPTool",
     "SamplingRequest",
+    "ServableAgent",
     "StdioMCPConfig",
+    "serve",
 ]

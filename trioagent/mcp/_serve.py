@@ -1,0 +1,286 @@
+"""Serve an agent or a toolkit over MCP: :func:`serve`, under ``trio.run``.
+
+* **An agent** is served as one tool (named after the agent, input ``{"message": str}``) that
+  runs one reply and returns its final text.  While the reply runs, each text delta goes to
+  the client as a progress notification (when the client asked for progress).  A client's
+  ``notifications/cancelled`` cancels the request's task: the reply takes the outer-cancel
+  path, so it ends with exactly one INTERRUPTED end and a consistent context, as for any
+  cancelled reply.  Calls are served one at a time (an agent runs one reply at a time).
+* **A toolkit** is served tool by tool: the schemas the model would see, each call run
+  through the toolkit (its validation and middlewares), progress chunks passed on.
+
+The SDK's server runs on anyio, which runs under Trio: stdio through the SDK's
+``stdio_server``, streamable HTTP through hypercorn's Trio worker.
+
+The agent is taken by what it does (:class:`ServableAgent`: a ``name`` and an async
+``reply(message, on_event=...)``), not by its class: :mod:`trioagent.mcp` sits below
+:mod:`trioagent.agent` in the import layers, and the client side, which agents use, lives
+here too.  Any object with that shape can be served.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import mcp_types
+import trio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from .._core.ids import generate_id
+from .._core.json_types import JSONObject
+from ..event import TextBlockDeltaEvent
+from ..message import (
+    Base64Source,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultState,
+    UserMsg,
+)
+from ..permission import PermissionBehavior, PermissionEngine
+from ..tool import ToolChunk, Toolkit
+from ..tool._mcp import MAX_TOOL_NAME
+from ..types import ReplyFinishedReason
+
+__all__ = ["ServableAgent", "serve"]
+
+logger = logging.getLogger("trioagent.mcp")
+
+_ILLEGAL = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+@runtime_checkable
+class ServableAgent(Protocol):
+    """What :func:`serve` needs of an agent (``trioagent.agent.Agent`` is one)."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name (the served tool's name, cleaned)."""
+        ...
+
+    async def reply(
+        self, inputs: Any = None, *, on_event: Callable[[Any], Awaitable[None]] | None = None
+    ) -> Msg:
+        """Run one reply to ``inputs`` (a user :class:`Msg`) and return its final message."""
+        ...
+
+
+Call = Callable[[JSONObject, Callable[[str], Awaitable[None]]], Awaitable[mcp_types.CallToolResult]]
+
+
+def _content(blocks: list[TextBlock | DataBlock]) -> list[mcp_types.ContentBlock]:
+    """Our blocks as MCP content (the inverse of what the client converts)."""
+    content: list[mcp_types.ContentBlock] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            content.append(mcp_types.TextContent(text=block.text))
+            continue
+        source = block.source
+        if not isinstance(source, Base64Source):
+            name = block.name or source.url
+            content.append(
+                mcp_types.ResourceLink(uri=source.url, name=name, mime_type=source.media_type)
+            )
+        elif source.media_type.startswith("image/"):
+            content.append(mcp_types.ImageContent(data=source.data, mime_type=source.media_type))
+        elif source.media_type.startswith("audio/"):
+            content.append(mcp_types.AudioContent(data=source.data, mime_type=source.media_type))
+        else:
+            uri = block.name or f"data:{source.media_type}"
+            blob = mcp_types.BlobResourceContents(
+                uri=uri, blob=source.data, mime_type=source.media_type
+            )
+            content.append(mcp_types.EmbeddedResource(resource=blob))
+    return content
+
+
+def _agent_tool(
+    agent: ServableAgent, name: str | None, description: str | None
+) -> tuple[mcp_types.Tool, Call]:
+    lock = trio.Lock()
+    tool = mcp_types.Tool(
+        name=name or _ILLEGAL.sub("_", agent.name)[:MAX_TOOL_NAME] or "agent",
+        description=description or f"Ask the agent {agent.name!r}; it answers in text.",
+        input_schema={
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "What to ask."}},
+            "required": ["message"],
+        },
+    )
+
+    async def call(
+        arguments: JSONObject, progress: Callable[[str], Awaitable[None]]
+    ) -> mcp_types.CallToolResult:
+        message = arguments.get("message")
+        if not isinstance(message, str):
+            return _error("'message' must be a string.")
+
+        async def on_event(event: object) -> None:
+            if isinstance(event, TextBlockDeltaEvent) and event.delta:
+                await progress(event.delta)
+
+        async with lock:
+            try:
+                final = await agent.reply(UserMsg("user", message), on_event=on_event)
+            except Exception as exc:
+                logger.exception("The served agent %r failed", agent.name)
+                return _error(f"The agent failed: {type(exc).__name__}")
+        failed = final.finished_reason in (
+            ReplyFinishedReason.INTERRUPTED,
+            ReplyFinishedReason.ERROR,
+        )
+        text = final.get_text_content() or ""
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)], is_error=failed)
+
+    return tool, call
+
+
+def _toolkit_tools(
+    toolkit: Toolkit, permissions: PermissionEngine | None
+) -> dict[str, tuple[mcp_types.Tool, Call]]:
+    served: dict[str, tuple[mcp_types.Tool, Call]] = {}
+    for schema in toolkit.get_tool_schemas():
+        function = schema["function"]
+        assert isinstance(function, dict)
+        name = str(function["name"])
+        parameters = function.get("parameters")
+        tool = mcp_types.Tool(
+            name=name,
+            description=str(function.get("description") or ""),
+            input_schema=parameters if isinstance(parameters, dict) else {"type": "object"},
+        )
+        served[name] = (tool, functools.partial(_run_tool, toolkit, permissions, name))
+    return served
+
+
+async def _run_tool(
+    toolkit: Toolkit,
+    permissions: PermissionEngine | None,
+    name: str,
+    arguments: JSONObject,
+    progress: Callable[[str], Awaitable[None]],
+) -> mcp_types.CallToolResult:
+    call = ToolCallBlock(id=generate_id(), name=name, input=json.dumps(arguments))
+    if permissions is not None:
+        tool = toolkit.get_tool(name)
+        if tool is None:
+            return _error(f"Unknown tool {name!r}.")
+        decision = await permissions.check_permission(tool, arguments)
+        if decision.behavior != PermissionBehavior.ALLOW:
+            return _error(f"Permission denied for {name}: {decision.message}")
+
+    async def emit(chunk: ToolChunk) -> None:
+        for block in chunk.content:
+            if isinstance(block, TextBlock) and block.text and not chunk.is_last:
+                await progress(block.text)
+
+    response = await toolkit.call_tool(call, emit=emit)
+    return mcp_types.CallToolResult(
+        content=_content(response.content), is_error=response.state != ToolResultState.SUCCESS
+    )
+
+
+def _error(text: str) -> mcp_types.CallToolResult:
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)], is_error=True)
+
+
+def build_server(
+    target: ServableAgent | Toolkit,
+    *,
+    name: str | None = None,
+    tool_name: str | None = None,
+    description: str | None = None,
+    permissions: PermissionEngine | None = None,
+) -> Server[Any]:
+    """The SDK server for ``target`` (see :func:`serve`)."""
+    if isinstance(target, Toolkit):
+        tools = _toolkit_tools(target, permissions)
+        server_name = name or "trioagent-tools"
+    elif isinstance(target, ServableAgent):
+        tool, call = _agent_tool(target, tool_name, description)
+        tools = {tool.name: (tool, call)}
+        server_name = name or target.name
+    else:
+        raise TypeError(f"serve() takes an agent or a Toolkit, got {type(target).__name__}")
+
+    async def list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
+        await trio.lowlevel.checkpoint()
+        return mcp_types.ListToolsResult(tools=[tool for tool, _ in tools.values()])
+
+    async def call_tool(
+        ctx: Any, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        entry = tools.get(params.name)
+        if entry is None:
+            return _error(f"Unknown tool {params.name!r}.")
+        steps = 0
+
+        async def progress(text: str) -> None:
+            nonlocal steps
+            steps += 1
+            await ctx.session.report_progress(steps, None, text)
+
+        return await entry[1](dict(params.arguments or {}), progress)
+
+    return Server(server_name, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve(
+    target: ServableAgent | Toolkit,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    name: str | None = None,
+    tool_name: str | None = None,
+    description: str | None = None,
+    permissions: PermissionEngine | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``target`` (an agent or a :class:`~trioagent.tool.Toolkit`) over MCP.
+
+    Args:
+        target: an agent (served as one tool that runs a reply) or a toolkit (each tool).
+        transport: ``"stdio"`` (until stdin closes) or ``"http"`` (streamable HTTP, until
+            cancelled).
+        name: the server's name (default: the agent's name, or ``"trioagent-tools"``).
+        tool_name: the agent's tool name (default: the agent's name, cleaned).
+        description: the agent's tool description.
+        permissions: a toolkit's calls are checked by this engine, and only an ALLOW runs
+            (there is nobody to ask); ``None``: every served tool runs.
+        host, port, path: where HTTP listens (``port=0``: any free port).
+        task_status: ``nursery.start(serve, ...)`` returns the URL (HTTP) or ``"stdio"``.
+    """
+    server = build_server(
+        target, name=name, tool_name=tool_name, description=description, permissions=permissions
+    )
+    if transport == "stdio":
+        async with stdio_server() as (read_stream, write_stream):
+            task_status.started("stdio")
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    if transport != "http":
+        raise ValueError(f"transport must be 'stdio' or 'http', not {transport!r}")
+    import hypercorn.config
+    import hypercorn.trio
+
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    config = hypercorn.config.Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logger
+
+    async def run(task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn.trio.serve(app, config, task_status=task_status)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        binds: list[str] = await nursery.start(run)
+        task_status.started(binds[0] + path)
