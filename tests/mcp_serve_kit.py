@@ -3,9 +3,10 @@
 Run as a script (``python mcp_serve_kit.py``) it serves :func:`build_agent` with
 ``trioagent.mcp.serve`` over stdio.  When ``MCP_SERVE_JOURNAL`` names a file, each reply
 appends one line when it ends: ``reply <ends> <reasons> <context>``, where ``ends`` counts
-its ``ReplyEndEvent``s, ``reasons`` lists their finished reasons and ``context`` says whether
-the agent's context is consistent (each assistant message finished, the last one ending the
-reply with its reason).
+its ``ReplyEndEvent``s, ``reasons`` lists their finished reasons and ``context`` is
+``consistent`` when the reply kept the cancellation rules on its events and the agent's
+context (``check_reply_rules``: one end, last; every tool call one result; the state
+round-trips through JSON), or the broken rule.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ import trio
 from trioagent.agent import Agent, InjectionConfig
 from trioagent.event import ReplyEndEvent
 from trioagent.message import Msg
-from trioagent.testing import ScriptedModel, text_chunks
+from trioagent.testing import (
+    ScriptedModel,
+    SweepViolation,
+    check_reply_rules,
+    text_chunks,
+)
 from trioagent.tool import Toolkit
 
 #: The words of every answer: streamed one per chunk, ``CHUNK_DELAY`` apart.
@@ -38,12 +44,6 @@ def build_agent(name: str = "helper", *, replies: int = 20, delay: float = CHUNK
     )
 
 
-def context_consistent(agent: Agent) -> bool:
-    """The reply left its context whole: its last message is the agent's, with a reason."""
-    messages = agent.state.context
-    return bool(messages) and messages[-1].role == "assistant"
-
-
 class Journaled:
     """``agent`` as a servable agent that journals how each reply ended."""
 
@@ -55,19 +55,23 @@ class Journaled:
     async def reply(
         self, inputs: Any = None, *, on_event: Callable[[Any], Awaitable[None]] | None = None
     ) -> Msg:
-        ends: list[str] = []
+        events: list[Any] = []
 
         async def record(event: Any) -> None:
-            if isinstance(event, ReplyEndEvent):
-                ends.append(str(event.finished_reason))
+            events.append(event)
             if on_event is not None:
                 await on_event(event)
 
         try:
             return await self.agent.reply(inputs, on_event=record)
         finally:
-            ok = "consistent" if context_consistent(self.agent) else "broken"
-            self._write(f"reply {len(ends)} {','.join(ends)} {ok}")
+            ends = [str(e.finished_reason) for e in events if isinstance(e, ReplyEndEvent)]
+            try:
+                check_reply_rules(self.agent.state, self.agent.name, events)
+                context = "consistent"
+            except SweepViolation as exc:
+                context = str(exc).replace(" ", "_")
+            self._write(f"reply {len(ends)} {','.join(ends)} {context}")
 
 
 def _journal(line: str) -> None:
