@@ -14,6 +14,7 @@ Built on the official ``mcp`` SDK (anyio-based, so it runs under Trio).
 from ..tool import MCPCallError as MCPCallError, MCPTool as MCPTool
 from ._capabilities import (
     ElicitationCallback as ElicitationCallback,
+    ElicitationContent as ElicitationContent,
     MCPElicitation as MCPElicitation,
     MCPSampling as MCPSampling,
     SamplingRequest as SamplingRequest,
@@ -31,6 +32,7 @@ from ._serve import ServableAgent as ServableAgent, serve as serve
 
 __all__ = [
     "ElicitationCallback",
+    "ElicitationContent",
     "HttpMCPConfig",
     "MCPCallError",
     "MCPClient",

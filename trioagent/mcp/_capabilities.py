@@ -39,6 +39,7 @@ from ..tool._mcp import mcp_tool_name
 
 __all__ = [
     "ElicitationCallback",
+    "ElicitationContent",
     "MCPElicitation",
     "MCPSampling",
     "SamplingRequest",
