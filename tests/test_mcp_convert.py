@@ -158,7 +158,7 @@ def test_offered_tools_never_share_a_name() -> None:
     ]
 
 
-def test_task_only_tools_are_not_offered(caplog: pytest.LogCaptureFixture) -> None:
+def test_task_only_tools_are_offered_only_with_task_calls(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "trioagent.mcp")
     listing = [
         _tool("research", execution=types.ToolExecution(task_support="required")),
@@ -168,3 +168,6 @@ def test_task_only_tools_are_not_offered(caplog: pytest.LogCaptureFixture) -> No
     assert [spec.name for _, spec in offered_tools("srv", listing)] == ["either", "plain"]
     assert "'research'" in caplog.text
     assert "task-augmented" in caplog.text
+    # A connection that takes task-augmented calls offers it (the client calls it as a task).
+    offered = offered_tools("srv", listing, task_calls=True)
+    assert [spec.name for _, spec in offered] == ["research", "either", "plain"]

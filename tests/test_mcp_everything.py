@@ -1,6 +1,6 @@
 """Against the MCP reference server ``@modelcontextprotocol/server-everything`` (npm), over
 stdio and streamable HTTP: every tool it lists is offered and callable and returns what the
-server sent; sampling, elicitation and roots round trips; resources and prompts read; its log
+server sent (its task-only tool called as a task); sampling, elicitation and roots round trips; resources and prompts read; its log
 messages in our log; a cancelled call leaves the server usable.
 
 Marked ``mcp_everything`` (deselected by default; ``.ci/run`` installs the server and runs
@@ -74,8 +74,8 @@ PLAIN_TOOLS = {
     "trigger-url-elicitation": ({"url": "https://example.com/consent"}, "URL elicitation"),
     "trigger-sampling-request": ({"prompt": "Say hi"}, "sampled: hello from the model"),
 }
-#: Accepted only as a task (``taskSupport: required``): not offered.
-TASK_ONLY = {"simulate-research-query"}
+#: Accepted only as a task (``taskSupport: required``): called the task-augmented way.
+TASK_ONLY = {"simulate-research-query": ({"topic": "tides"}, "# Research Report: tides")}
 
 
 def _server_script() -> Path:
@@ -114,11 +114,13 @@ class Answers:
 
     def __init__(self) -> None:
         self.questions: list[MCPElicitation] = []
-        self.sampled: list[str] = []
+        self.interpretation = "technical"
 
     async def elicit(self, question: MCPElicitation) -> tuple[str, Any]:
         self.questions.append(question)
         await trio.lowlevel.checkpoint()
+        if "interpretation" in str(question.schema):
+            return "accept", {"interpretation": self.interpretation}
         return "accept", {"name": "Ada", "check": True}
 
     def sampling(self) -> MCPSampling:
@@ -190,10 +192,9 @@ async def test_every_listed_tool_is_offered_and_returns_what_the_server_sent(
     client, answers = everything
     tools = _tools(client)
     offered = {tool.spec.name for tool in tools.values() if hasattr(tool, "spec")}  # type: ignore[attr-defined]
-    assert offered == set(PLAIN_TOOLS)
-    assert not offered & TASK_ONLY
+    assert offered == set(PLAIN_TOOLS) | set(TASK_ONLY)
     assert "mcp__ev__read_resource" in tools
-    for server_name, (arguments, expected) in PLAIN_TOOLS.items():
+    for server_name, (arguments, expected) in {**PLAIN_TOOLS, **TASK_ONLY}.items():
         response = await _run(tools[f"mcp__ev__{server_name}"], arguments)
         assert response.state != ToolResultState.ERROR, (server_name, response.text())
         if expected is not None:
@@ -331,3 +332,29 @@ async def test_each_cancel_leaves_the_server_usable(everything: tuple[MCPClient,
             nursery.cancel_scope.cancel()
         echo = await client.call_tool("echo", {"message": "still here"})
         assert _text(echo.content) == "Echo: still here"
+
+
+async def test_a_task_only_tool_runs_as_a_task_with_its_questions_and_cancels(
+    everything: tuple[MCPClient, Answers],
+) -> None:
+    """``simulate-research-query`` is called with a ``task``: its status messages stream as
+    progress, its question (an elicitation on the ``tasks/result`` stream) reaches our
+    callback, and a cancelled call sends ``tasks/cancel`` and leaves the server usable."""
+    client, answers = everything
+    answers.interpretation = "historical"
+    progress: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    arguments = {"topic": "ships", "ambiguous": True}
+    result = await client.call_tool("simulate-research-query", arguments, on_progress)
+    assert not result.is_error
+    assert "# Research Report: ships (historical)" in _text(result.content)
+    assert "Gathering sources..." in progress
+    assert any("could have multiple interpretations" in q.message for q in answers.questions)
+    with trio.move_on_after(1.5) as scope:
+        await client.call_tool("simulate-research-query", {"topic": "long"}, on_progress)
+    assert scope.cancelled_caught
+    echo = await client.call_tool("echo", {"message": "after the task"})
+    assert _text(echo.content) == "Echo: after the task"

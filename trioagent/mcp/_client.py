@@ -57,7 +57,7 @@ from ..tool import (
 from ..tool._mcp import MAX_SERVER_NAME, mcp_tool_name
 from ._capabilities import ElicitationCallback, MCPSampling, elicit, log_message, roots_result
 from ._config import HttpMCPConfig, StdioMCPConfig
-from ._convert import convert_result, offered_tools
+from ._convert import convert_result, offered_tools, requires_task
 from ._resources import (
     MCPPrompt,
     MCPResource,
@@ -69,6 +69,7 @@ from ._resources import (
     resource,
     template,
 )
+from ._tasks import call_as_task, supports_task_calls
 
 __all__ = ["MCPClient", "MCPClientError"]
 
@@ -215,6 +216,8 @@ class MCPClient:
         self._listing_error: str | None = None
         self._lost: str | None = None
         self._has_resources = False
+        #: The tools the server runs only as tasks (called the task-augmented way).
+        self._task_tools: set[str] = set()
         self._reader: MCPResourceReader | None = None
 
     def __repr__(self) -> str:
@@ -277,6 +280,8 @@ class MCPClient:
         progress = cast(ProgressFnT | None, on_progress)
 
         async def call(session: Client) -> mcp_types.CallToolResult:
+            if tool in self._task_tools:
+                return await call_as_task(session.session, tool, arguments, progress)
             return await session.call_tool(tool, arguments, progress_callback=progress)
 
         try:
@@ -415,9 +420,13 @@ class MCPClient:
             self._reader = MCPResourceReader(self._name, self.read_resource)
         reserved = [self._reader_name] if self._reader_name else []
         wanted = [tool for tool in listed if self._wanted(tool.name)]
+        task_calls = supports_task_calls(session.session)
+        self._task_tools = {t.name for t in wanted if task_calls and requires_task(t)}
         wrapped = [
             self._wrap(name, spec)
-            for name, spec in offered_tools(self._name, wanted, reserved=reserved)
+            for name, spec in offered_tools(
+                self._name, wanted, reserved=reserved, task_calls=task_calls
+            )
         ]
         self._tools = [tool for tool in wrapped if tool is not None]
         self._listing_error = None

@@ -131,19 +131,24 @@ def tool_spec(tool: mcp_types.Tool) -> MCPToolSpec:
 
 
 def offered_tools(
-    server: str, tools: Sequence[mcp_types.Tool], *, reserved: Sequence[str] = ()
+    server: str,
+    tools: Sequence[mcp_types.Tool],
+    *,
+    reserved: Sequence[str] = (),
+    task_calls: bool = False,
 ) -> list[tuple[str, MCPToolSpec]]:
     """The tools to offer the model, each with the name it sees.
 
-    A tool the server accepts only as a task (``execution.taskSupport: required``) is left
-    out (logged): this client makes plain calls.  Names follow :func:`mcp_tool_name`; a
+    A tool the server accepts only as a task (``execution.taskSupport: required``) is
+    offered when the connection takes task-augmented calls (``task_calls``), and otherwise
+    left out (logged).  Names follow :func:`mcp_tool_name`; a
     name already taken (by ``reserved`` or an earlier tool) takes the suffixed form, and a
     tool whose suffixed form is taken too is left out (logged), so no two tools share a name.
     """
     taken = set(reserved)
     offered: list[tuple[str, MCPToolSpec]] = []
     for tool in tools:
-        if requires_task(tool):
+        if requires_task(tool) and not task_calls:
             logger.info(
                 "Not offering tool %r of MCP server %r: it accepts only task-augmented calls",
                 tool.name,
