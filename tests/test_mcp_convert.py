@@ -15,9 +15,10 @@ import re
 import mcp_types as types
 import pytest
 
+from trioagent.mcp._client import MAX_SERVER_NAME
 from trioagent.mcp._convert import convert_content, convert_result, offered_tools, tool_spec
 from trioagent.message import Base64Source, DataBlock, TextBlock
-from trioagent.tool._mcp import MAX_SERVER_NAME, mcp_tool_name
+from trioagent.tool import mcp_tool_name
 
 PROVIDER_SAFE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 

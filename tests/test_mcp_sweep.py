@@ -53,7 +53,10 @@ class InProcessClient(MCPClient):
 
     def _new_session(self) -> Client:
         return Client(
-            self._server, mode="legacy", message_handler=self._on_message, **self._callbacks()
+            self._server,
+            mode="legacy",
+            message_handler=self._on_message,
+            **self._session_callbacks(),
         )
 
 

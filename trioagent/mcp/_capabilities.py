@@ -21,9 +21,18 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import attrs
 import mcp_types
+import trio
+from mcp.client.session import (
+    ClientRequestContext,
+    ElicitationFnT,
+    ListRootsFnT,
+    LoggingFnT,
+    SamplingFnT,
+)
 
 from .._core.json_types import JSONObject
 from ..message import AssistantMsg, Base64Source, DataBlock, Msg, SystemMsg, TextBlock, UserMsg
@@ -35,7 +44,7 @@ from ..permission import (
     PermissionEngine,
     PermissionRule,
 )
-from ..tool._mcp import mcp_tool_name
+from ..tool import mcp_tool_name
 
 __all__ = [
     "ElicitationCallback",
@@ -43,8 +52,10 @@ __all__ = [
     "MCPElicitation",
     "MCPSampling",
     "SamplingRequest",
+    "SessionCallbacks",
     "log_message",
     "roots_result",
+    "session_callbacks",
 ]
 
 logger = logging.getLogger("trioagent.mcp")
@@ -225,3 +236,56 @@ def log_message(server: str, params: mcp_types.LoggingMessageNotificationParams)
     level = _LEVELS.get(str(params.level), logging.INFO)
     source = f"{server}/{params.logger}" if params.logger else server
     logger.log(level, "MCP server %s: %s", source, params.data)
+
+
+class SessionCallbacks(TypedDict, total=False):
+    """The SDK session's answers to server requests (keyword arguments of ``mcp.Client``)."""
+
+    sampling_callback: SamplingFnT
+    elicitation_callback: ElicitationFnT
+    list_roots_callback: ListRootsFnT
+    logging_callback: LoggingFnT
+    log_level: mcp_types.LoggingLevel | None
+
+
+def session_callbacks(
+    server: str,
+    *,
+    sampling: MCPSampling | None,
+    elicitation: ElicitationCallback | None,
+    roots: Sequence[str | os.PathLike[str]] | None,
+    log_level: mcp_types.LoggingLevel | None,
+) -> SessionCallbacks:
+    """A session's answers: a capability is declared only when something answers it."""
+    callbacks: SessionCallbacks = {"log_level": log_level}
+
+    async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        log_message(server, params)
+        await trio.lowlevel.checkpoint()
+
+    callbacks["logging_callback"] = on_log
+    if sampling is not None:
+
+        async def on_sampling(
+            context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+        ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+            return await sampling.answer(server, params)
+
+        callbacks["sampling_callback"] = on_sampling
+    if elicitation is not None:
+
+        async def on_elicitation(
+            context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+        ) -> mcp_types.ElicitResult:
+            return await elicit(server, elicitation, params)
+
+        callbacks["elicitation_callback"] = on_elicitation
+    if roots is not None:
+        directories = list(roots)
+
+        async def on_roots(context: ClientRequestContext) -> mcp_types.ListRootsResult:
+            await trio.lowlevel.checkpoint()
+            return roots_result(directories)
+
+        callbacks["list_roots_callback"] = on_roots
+    return callbacks

@@ -22,20 +22,13 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TypedDict, TypeVar, cast
+from typing import TypeVar, cast
 
 import httpx2
 import mcp_types
 import trio
 from mcp import Client
 from mcp.client import Transport
-from mcp.client.session import (
-    ClientRequestContext,
-    ElicitationFnT,
-    ListRootsFnT,
-    LoggingFnT,
-    SamplingFnT,
-)
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -45,30 +38,20 @@ from mcp.shared.exceptions import MCPError
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
-from ..message import DataBlock, Msg, TextBlock
 from ..tool import (
+    MAX_TOOL_NAME,
     MCPCallError,
     MCPCallResult,
     MCPTool,
     MCPToolSpec,
     ProgressCallback,
     ToolBase,
+    mcp_tool_name,
 )
-from ..tool._mcp import MAX_SERVER_NAME, mcp_tool_name
-from ._capabilities import ElicitationCallback, MCPSampling, elicit, log_message, roots_result
+from ._capabilities import ElicitationCallback, MCPSampling, SessionCallbacks, session_callbacks
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, offered_tools, requires_task
-from ._resources import (
-    MCPPrompt,
-    MCPResource,
-    MCPResourceReader,
-    MCPResourceTemplate,
-    prompt,
-    prompt_messages,
-    read_blocks,
-    resource,
-    template,
-)
+from ._resources import MCPResourceReader, ResourcesAndPrompts
 from ._tasks import call_as_task, supports_task_calls
 
 __all__ = ["MCPClient", "MCPClientError"]
@@ -76,6 +59,8 @@ __all__ = ["MCPClient", "MCPClientError"]
 logger = logging.getLogger("trioagent.mcp")
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]+")
+#: The longest server name: ``mcp__{server}__`` leaves room for 16 characters of tool name.
+MAX_SERVER_NAME = MAX_TOOL_NAME - len("mcp____") - 16
 #: Seconds connecting waits for the server to acknowledge the tool-change subscription.
 _LISTEN_ACK_TIMEOUT = 5.0
 _T = TypeVar("_T")
@@ -117,7 +102,7 @@ def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
     return list(names)
 
 
-class MCPClient:
+class MCPClient(ResourcesAndPrompts):
     """A connection to one MCP server, and its tools.
 
     Args:
@@ -293,87 +278,6 @@ class MCPClient:
             raise MCPCallError(_describe(exc)) from None
         return convert_result(result, read_tool=self._reader_name)
 
-    # -- resources and prompts -----------------------------------------------------------------
-
-    async def list_resources(self) -> list[MCPResource]:
-        """The server's resources (every page).
-
-        Raises:
-            MCPClientError: not connected, or the server failed to answer.
-        """
-
-        async def fetch(session: Client) -> list[MCPResource]:
-            items: list[MCPResource] = []
-            cursor: str | None = None
-            while True:
-                page = await session.list_resources(cursor=cursor)
-                items.extend(resource(item) for item in page.resources)
-                if (cursor := page.next_cursor) is None:
-                    return items
-
-        return await self._request("listing the resources", fetch)
-
-    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
-        """The server's resource templates (every page).
-
-        Raises:
-            MCPClientError: not connected, or the server failed to answer.
-        """
-
-        async def fetch(session: Client) -> list[MCPResourceTemplate]:
-            items: list[MCPResourceTemplate] = []
-            cursor: str | None = None
-            while True:
-                page = await session.list_resource_templates(cursor=cursor)
-                items.extend(template(item) for item in page.resource_templates)
-                if (cursor := page.next_cursor) is None:
-                    return items
-
-        return await self._request("listing the resource templates", fetch)
-
-    async def read_resource(self, uri: str) -> list[TextBlock | DataBlock]:
-        """Read the resource ``uri``: a text part as its text, a binary part as base64 data.
-
-        Raises:
-            MCPClientError: not connected, or the server could not read it.
-        """
-
-        async def fetch(session: Client) -> list[TextBlock | DataBlock]:
-            return read_blocks(await session.read_resource(uri))
-
-        return await self._request(f"reading {uri!r}", fetch)
-
-    async def list_prompts(self) -> list[MCPPrompt]:
-        """The server's prompts (every page).
-
-        Raises:
-            MCPClientError: not connected, or the server failed to answer.
-        """
-
-        async def fetch(session: Client) -> list[MCPPrompt]:
-            items: list[MCPPrompt] = []
-            cursor: str | None = None
-            while True:
-                page = await session.list_prompts(cursor=cursor)
-                items.extend(prompt(item) for item in page.prompts)
-                if (cursor := page.next_cursor) is None:
-                    return items
-
-        return await self._request("listing the prompts", fetch)
-
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> list[Msg]:
-        """The prompt ``name`` filled with ``arguments``, as user and assistant messages.
-
-        Raises:
-            MCPClientError: not connected, or the server refused (a missing argument, ...).
-        """
-
-        async def fetch(session: Client) -> list[Msg]:
-            result = await session.get_prompt(name, arguments)
-            return prompt_messages(result, read_tool=self._reader_name)
-
-        return await self._request(f"getting the prompt {name!r}", fetch)
-
     async def _request(self, what: str, operation: Callable[[Client], Awaitable[_T]]) -> _T:
         try:
             return await self._with_session(operation)
@@ -474,7 +378,7 @@ class MCPClient:
             return Client(
                 stdio_client(params, errlog=config.errlog),
                 message_handler=self._on_message,
-                **self._callbacks(),
+                **self._session_callbacks(),
             )
         if config.uses_sse:
             transport: object = sse_client(
@@ -488,44 +392,19 @@ class MCPClient:
         else:
             transport = _HttpTransport(config)
         return Client(
-            cast(Transport, transport), message_handler=self._on_message, **self._callbacks()
+            cast(Transport, transport),
+            message_handler=self._on_message,
+            **self._session_callbacks(),
         )
 
-    def _callbacks(self) -> _Callbacks:
-        """The session's answers to server requests: a capability is declared only when
-        something answers it (see :mod:`._capabilities`)."""
-        server = self._name
-        callbacks: _Callbacks = {"log_level": self.log_level}
-
-        async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
-            log_message(server, params)
-            await trio.lowlevel.checkpoint()
-
-        callbacks["logging_callback"] = on_log
-        if (sampling := self.sampling) is not None:
-
-            async def on_sampling(
-                context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
-            ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
-                return await sampling.answer(server, params)
-
-            callbacks["sampling_callback"] = on_sampling
-        if (elicitation := self.elicitation) is not None:
-
-            async def on_elicitation(
-                context: ClientRequestContext, params: mcp_types.ElicitRequestParams
-            ) -> mcp_types.ElicitResult:
-                return await elicit(server, elicitation, params)
-
-            callbacks["elicitation_callback"] = on_elicitation
-        if (roots := self.roots) is not None:
-
-            async def on_roots(context: ClientRequestContext) -> mcp_types.ListRootsResult:
-                await trio.lowlevel.checkpoint()
-                return roots_result(roots)
-
-            callbacks["list_roots_callback"] = on_roots
-        return callbacks
+    def _session_callbacks(self) -> SessionCallbacks:
+        return session_callbacks(
+            self._name,
+            sampling=self.sampling,
+            elicitation=self.elicitation,
+            roots=self.roots,
+            log_level=self.log_level,
+        )
 
     # -- tool changes --------------------------------------------------------------------------
 
@@ -687,14 +566,6 @@ class MCPClient:
             logger.warning("The session with MCP server %r ended: %s", self._name, self._lost)
         finally:
             self._session = None
-
-
-class _Callbacks(TypedDict, total=False):
-    sampling_callback: SamplingFnT
-    elicitation_callback: ElicitationFnT
-    list_roots_callback: ListRootsFnT
-    logging_callback: LoggingFnT
-    log_level: mcp_types.LoggingLevel | None
 
 
 class _HttpTransport:

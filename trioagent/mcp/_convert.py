@@ -24,8 +24,7 @@ from pydantic import BaseModel
 
 from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, TextBlock
-from ..tool import MCPCallResult, MCPToolSpec
-from ..tool._mcp import mcp_tool_name
+from ..tool import MCPCallResult, MCPToolSpec, mcp_tool_name
 
 __all__ = [
     "convert_content",

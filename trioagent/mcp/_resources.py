@@ -13,15 +13,23 @@ rule's content is a URI prefix (``"file:///secrets/"``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import attrs
 import mcp_types
+from mcp import Client
 
 from .._core.json_types import JSONObject, JSONValue
-from ..message import AssistantMsg, Base64Source, DataBlock, Msg, TextBlock, UserMsg
-from ..tool import Emit, ToolBase, ToolChunk
-from ..tool._mcp import mcp_tool_name
-from ..tool._response import error_chunk
+from ..message import (
+    AssistantMsg,
+    Base64Source,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolResultState,
+    UserMsg,
+)
+from ..tool import Emit, ToolBase, ToolChunk, mcp_tool_name
 from ._convert import convert_content
 
 __all__ = [
@@ -30,6 +38,7 @@ __all__ = [
     "MCPResource",
     "MCPResourceReader",
     "MCPResourceTemplate",
+    "ResourcesAndPrompts",
     "prompt_messages",
     "read_blocks",
 ]
@@ -188,9 +197,109 @@ class MCPResourceReader(ToolBase):
         """Read the resource; a failure is an error result naming the URI."""
         uri = kwargs.get("uri")
         if not isinstance(uri, str) or not uri:
-            return error_chunk("Error: 'uri' must be a non-empty string.")
+            return _error("Error: 'uri' must be a non-empty string.")
         try:
             blocks = await self._read(uri)
         except Exception as exc:
-            return error_chunk(f"Error reading MCP resource {uri!r}: {exc}")
+            return _error(f"Error reading MCP resource {uri!r}: {exc}")
         return ToolChunk(content=list(blocks))
+
+
+def _error(text: str) -> ToolChunk:
+    return ToolChunk(content=[TextBlock(text=text)], state=ToolResultState.ERROR)
+
+
+_T = TypeVar("_T")
+
+
+class ResourcesAndPrompts:
+    """``MCPClient``'s resources and prompts API (a base class, to keep the client's module
+    about connections): each method runs one request on the client's session."""
+
+    @property
+    def _reader_name(self) -> str | None:
+        """The name of the resource-reading tool, when there is one."""
+        raise NotImplementedError
+
+    async def _request(self, what: str, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        """Run ``operation`` on the session; a failure raises ``MCPClientError``."""
+        raise NotImplementedError
+
+    async def list_resources(self) -> list[MCPResource]:
+        """The server's resources (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPResource]:
+            items: list[MCPResource] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_resources(cursor=cursor)
+                items.extend(resource(item) for item in page.resources)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the resources", fetch)
+
+    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
+        """The server's resource templates (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPResourceTemplate]:
+            items: list[MCPResourceTemplate] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_resource_templates(cursor=cursor)
+                items.extend(template(item) for item in page.resource_templates)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the resource templates", fetch)
+
+    async def read_resource(self, uri: str) -> list[TextBlock | DataBlock]:
+        """Read the resource ``uri``: a text part as its text, a binary part as base64 data.
+
+        Raises:
+            MCPClientError: not connected, or the server could not read it.
+        """
+
+        async def fetch(session: Client) -> list[TextBlock | DataBlock]:
+            return read_blocks(await session.read_resource(uri))
+
+        return await self._request(f"reading {uri!r}", fetch)
+
+    async def list_prompts(self) -> list[MCPPrompt]:
+        """The server's prompts (every page).
+
+        Raises:
+            MCPClientError: not connected, or the server failed to answer.
+        """
+
+        async def fetch(session: Client) -> list[MCPPrompt]:
+            items: list[MCPPrompt] = []
+            cursor: str | None = None
+            while True:
+                page = await session.list_prompts(cursor=cursor)
+                items.extend(prompt(item) for item in page.prompts)
+                if (cursor := page.next_cursor) is None:
+                    return items
+
+        return await self._request("listing the prompts", fetch)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> list[Msg]:
+        """The prompt ``name`` filled with ``arguments``, as user and assistant messages.
+
+        Raises:
+            MCPClientError: not connected, or the server refused (a missing argument, ...).
+        """
+
+        async def fetch(session: Client) -> list[Msg]:
+            result = await session.get_prompt(name, arguments)
+            return prompt_messages(result, read_tool=self._reader_name)
+
+        return await self._request(f"getting the prompt {name!r}", fetch)

@@ -45,8 +45,7 @@ from ..message import (
     UserMsg,
 )
 from ..permission import PermissionBehavior, PermissionEngine
-from ..tool import ToolChunk, Toolkit
-from ..tool._mcp import MAX_TOOL_NAME
+from ..tool import MAX_TOOL_NAME, ToolChunk, Toolkit
 from ..types import ReplyFinishedReason
 
 __all__ = ["ServableAgent", "serve"]

@@ -25,6 +25,7 @@ from ._builtin import (
 from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
 from ._mcp import (
+    MAX_TOOL_NAME as MAX_TOOL_NAME,
     MCPCallError as MCPCallError,
     MCPCallResult as MCPCallResult,
     MCPConnection as MCPConnection,
@@ -32,6 +33,7 @@ from ._mcp import (
     MCPToolSource as MCPToolSource,
     MCPToolSpec as MCPToolSpec,
     ProgressCallback as ProgressCallback,
+    mcp_tool_name as mcp_tool_name,
 )
 from ._middleware import ToolNextHandler as ToolNextHandler
 from ._response import Emit as Emit, ToolChunk as ToolChunk, ToolResponse as ToolResponse
@@ -46,6 +48,7 @@ from ._state import (
 from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 
 __all__ = [
+    "MAX_TOOL_NAME",
     "AskUser",
     "AskUserAnswer",
     "Bash",
@@ -83,4 +86,5 @@ __all__ = [
     "Toolkit",
     "ToolkitMiddleware",
     "Write",
+    "mcp_tool_name",
 ]

@@ -45,6 +45,7 @@ from ._base import ToolBase, ToolMiddlewareBase
 from ._response import MCP_PROGRESS_KEY, Emit, ToolChunk, error_chunk
 
 __all__ = [
+    "MAX_TOOL_NAME",
     "MCPCallError",
     "MCPCallResult",
     "MCPConnection",
@@ -66,8 +67,6 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 _ILLEGAL_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 #: The longest tool name model providers accept.
 MAX_TOOL_NAME = 64
-#: The longest MCP server name: ``mcp__{server}__`` leaves room for 16 characters of tool name.
-MAX_SERVER_NAME = MAX_TOOL_NAME - len("mcp____") - 16
 _HASH_DIGITS = 8
 
 
