@@ -207,7 +207,11 @@ async def test_toolkit_progress_chunks_stream(nursery: trio.Nursery) -> None:
     gc.collect()
 
 
-def test_journaled_is_a_servable_agent() -> None:
+def test_an_agent_and_a_wrapper_of_its_shape_are_servable() -> None:
     from trioagent.mcp import ServableAgent
 
-    assert isinstance(Journaled(build_agent(), print), ServableAgent)
+    agent = build_agent()
+    assert isinstance(agent, ServableAgent)
+    assert isinstance(Journaled(agent, print), ServableAgent)
+    server = build_server(agent, tool_name="ask_helper")
+    assert server.name == "helper"

@@ -122,7 +122,6 @@ class MCPClient(ResourcesAndPrompts):
         log_level: the lowest server log level asked for on a 2026-07-28 connection (earlier
             protocols send what the server decides); server log messages go to the
             ``trioagent.mcp`` logger either way.
-
         resource_tool: offer the model the tool ``mcp__{name}__read_resource``
             (:class:`MCPResourceReader`) when the server has resources, so that it can read
             what tool results link to.

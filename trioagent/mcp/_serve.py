@@ -146,8 +146,9 @@ def _toolkit_tools(
 ) -> dict[str, tuple[mcp_types.Tool, Call]]:
     served: dict[str, tuple[mcp_types.Tool, Call]] = {}
     for schema in toolkit.get_tool_schemas():
-        function = schema["function"]
-        assert isinstance(function, dict)
+        function = schema.get("function")
+        if not isinstance(function, dict):
+            continue
         name = str(function["name"])
         parameters = function.get("parameters")
         tool = mcp_types.Tool(
