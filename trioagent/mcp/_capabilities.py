@@ -52,6 +52,7 @@ __all__ = [
     "MCPElicitation",
     "MCPSampling",
     "SamplingRequest",
+    "ServerAnswers",
     "SessionCallbacks",
     "log_message",
     "roots_result",
@@ -133,24 +134,33 @@ class MCPSampling:
     """Answer a server's sampling requests with ``model``.
 
     Args:
-        model: the model that answers.
-        permissions: checks each request as the pseudo-tool ``mcp__{server}__sampling``
-            (default: a fresh engine in the default mode, which asks); an allow rule for
-            that name, or bypass mode, lets requests through without asking.
+        model: the model that answers; ``None``: the model of the first agent built with a
+            toolkit holding the client (see :meth:`MCPClient.adopt_agent_defaults`).
+        permissions: checks each request as the pseudo-tool ``mcp__{server}__sampling``;
+            ``None``: that agent's permission engine (its rules and mode), or a fresh engine
+            in the default mode (which asks).  An allow rule for that name, or bypass mode,
+            lets requests through without asking.
         confirm: asked when the engine says ASK; ``True`` allows.  Without it an ASK declines.
     """
 
-    model: ChatModelBase
-    permissions: PermissionEngine = attrs.field(factory=PermissionEngine)
+    model: ChatModelBase | None = None
+    permissions: PermissionEngine | None = None
     confirm: Callable[[SamplingRequest], Awaitable[bool]] | None = None
 
     async def answer(
         self, server: str, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
         """Check the request, then let the model answer it (text only)."""
+        model = self.model
+        if model is None:
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message="The client has no model to answer sampling requests.",
+            )
         messages = _sampling_messages(params)
         request = SamplingRequest(server=server, messages=messages, max_tokens=params.max_tokens)
-        decision = await self.permissions.check_permission(
+        engine = self.permissions if self.permissions is not None else PermissionEngine()
+        decision = await engine.check_permission(
             _SamplingSubject(server), {"max_tokens": params.max_tokens}
         )
         allowed = decision.behavior == PermissionBehavior.ALLOW
@@ -163,7 +173,7 @@ class MCPSampling:
                 message=f"The client declined the sampling request ({decision.message}).",
             )
         try:
-            response = await self.model(messages)
+            response = await model(messages)
         except Exception as exc:
             logger.warning("Sampling for MCP server %r failed: %s", server, type(exc).__name__)
             return mcp_types.ErrorData(
@@ -173,7 +183,7 @@ class MCPSampling:
         return mcp_types.CreateMessageResult(
             role="assistant",
             content=mcp_types.TextContent(text=text),
-            model=self.model.model,
+            model=model.model,
             stop_reason="endTurn",
         )
 
@@ -289,3 +299,33 @@ def session_callbacks(
 
         callbacks["list_roots_callback"] = on_roots
     return callbacks
+
+
+class ServerAnswers:
+    """``MCPClient``'s side of the capabilities (a base class, to keep the client's module
+    about connections): what its sessions answer, and an agent's defaults."""
+
+    _name: str
+    sampling: MCPSampling | None
+    elicitation: ElicitationCallback | None
+    roots: list[str | os.PathLike[str]] | None
+    log_level: mcp_types.LoggingLevel | None
+
+    def adopt_agent_defaults(self, model: ChatModelBase, permissions: PermissionEngine) -> None:
+        """Called by an agent built with a toolkit holding this client: an
+        :class:`MCPSampling` without a model (or permissions) takes the agent's.  The first
+        agent wins; later ones change nothing."""
+        sampling = self.sampling
+        if sampling is not None and sampling.model is None:
+            sampling.model = model
+        if sampling is not None and sampling.permissions is None:
+            sampling.permissions = permissions
+
+    def _session_callbacks(self) -> SessionCallbacks:
+        return session_callbacks(
+            self._name,
+            sampling=self.sampling,
+            elicitation=self.elicitation,
+            roots=self.roots,
+            log_level=self.log_level,
+        )

@@ -48,7 +48,7 @@ from ..tool import (
     ToolBase,
     mcp_tool_name,
 )
-from ._capabilities import ElicitationCallback, MCPSampling, SessionCallbacks, session_callbacks
+from ._capabilities import ElicitationCallback, MCPSampling, ServerAnswers
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, offered_tools, requires_task
 from ._resources import MCPResourceReader, ResourcesAndPrompts
@@ -102,7 +102,7 @@ def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
     return list(names)
 
 
-class MCPClient(ResourcesAndPrompts):
+class MCPClient(ResourcesAndPrompts, ServerAnswers):
     """A connection to one MCP server, and its tools.
 
     Args:
@@ -394,15 +394,6 @@ class MCPClient(ResourcesAndPrompts):
             cast(Transport, transport),
             message_handler=self._on_message,
             **self._session_callbacks(),
-        )
-
-    def _session_callbacks(self) -> SessionCallbacks:
-        return session_callbacks(
-            self._name,
-            sampling=self.sampling,
-            elicitation=self.elicitation,
-            roots=self.roots,
-            log_level=self.log_level,
         )
 
     # -- tool changes --------------------------------------------------------------------------
