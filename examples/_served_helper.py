@@ -1,6 +1,6 @@
-"""The served side of example 15: a trioagent agent served over MCP stdio.
+"""The served side of example 17: a trioagent agent served over MCP stdio.
 
-Started by ``15_agent_over_mcp.py`` as ``python _served_helper.py <journal>``.  Its model is
+Started by ``17_agent_over_mcp.py`` as ``python _served_helper.py <journal>``.  Its model is
 the embedded OpenAI-compatible server (or ``TRIOAGENT_MODEL``); the first answer streams slowly,
 so the caller can interrupt it mid-call.  After each reply it appends one line to
 ``<journal>``: ``<ends> <reasons> <rules>`` — how many ``REPLY_END`` events the reply had,

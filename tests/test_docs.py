@@ -45,6 +45,7 @@ def test_every_doc_exists() -> None:
         "testing.md",
         "migration.md",
         "sessions.md",
+        "pipelines.md",
     } <= names
     assert len(PROGRAMS) >= 5
 

@@ -13,7 +13,7 @@ framing and cancellation notices, no sockets), so the sweeps stay fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp_types as types
@@ -51,7 +51,7 @@ class InProcessClient(MCPClient):
         super().__init__(name, StdioMCPConfig(command="unused"), **kwargs)
         self._server = server
 
-    def _new_session(self) -> Client:
+    def _new_session(self, on_end: Callable[[str], None]) -> Client:
         return Client(
             self._server,
             mode="legacy",

@@ -114,11 +114,13 @@ class ContextConfig:
 class ReActConfig:
     """The reasoning-acting loop.
 
-    ``interrupt_grace`` bounds the shielded cleanup after a cancellation (closing tool calls and
-    emitting the INTERRUPTED end).  ``interruption_raise_cancelled_error``: when true,
-    ``agent.reply()`` raises :class:`~trioagent.exception.ReplyInterruptedError` (carrying the
-    interrupted Msg) after ``agent.interrupt()`` instead of returning the Msg.  An outer
-    cancellation always propagates ``trio.Cancelled``.
+    ``interrupt_grace`` bounds the whole cleanup after a cancellation: the state is written
+    first (the partial response, interrupted results, the final Msg), then the closing events
+    and the INTERRUPTED end are handed to the consumer, shielded, within this one budget.
+    ``interruption_raise_cancelled_error``: when true, ``agent.reply()`` raises
+    :class:`~trioagent.exception.ReplyInterruptedError` (carrying the interrupted Msg) after
+    ``agent.interrupt()`` instead of returning the Msg.  An outer cancellation always
+    propagates ``trio.Cancelled``.
     """
 
     max_iters: int = attrs.field(default=50, validator=attrs.validators.ge(0))

@@ -1,10 +1,12 @@
 """The MCP client: one server, its tools as :class:`~trioagent.tool.MCPTool` objects.
 
 A **stateful** client holds one session open for as long as ``async with client:`` lasts; a
-stdio server process lives exactly that long.  The session is owned by a task of the client's
-own nursery, so a crash of the connection is recorded and logged instead of cancelling the
-code inside the ``async with`` block.  A **stateless** client (HTTP only) opens a fresh
-session for every operation and holds nothing open.
+stdio server process (with every process it started: its process group) lives exactly that
+long.  The session is owned by a task of the client's own nursery, so a crash of the
+connection is recorded and logged instead of cancelling the code inside the ``async with``
+block; while the server is down its tools stay listed, each call is an error naming the
+server, and the client connects again with backoff (``reconnect_delay``).  A **stateless**
+client (HTTP only) opens a fresh session for every operation and holds nothing open.
 
 The toolkit reads the tools as last listed (:meth:`MCPClient.listed_tools`, no I/O): they are
 listed when the client is entered, again by ``await client.list_tools()``, and, on a stateful
@@ -16,25 +18,24 @@ client, whenever the server says its tools changed: a ``tools`` change event on 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
 import re
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TypeVar, cast
 
-import httpx2
 import mcp_types
 import trio
 from mcp import Client
 from mcp.client import Transport
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
@@ -46,12 +47,14 @@ from ..tool import (
     MCPToolSpec,
     ProgressCallback,
     ToolBase,
-    mcp_tool_name,
 )
 from ._capabilities import ElicitationCallback, MCPSampling, ServerAnswers
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, offered_tools, requires_task
+from ._errors import MCPClientError, connection_lost, describe
+from ._http import HttpTransport
 from ._resources import MCPResourceReader, ResourcesAndPrompts
+from ._stdio import StdioTransport
 from ._tasks import call_as_task, supports_task_calls
 
 __all__ = ["MCPClient", "MCPClientError"]
@@ -63,35 +66,9 @@ _NAME = re.compile(r"[a-zA-Z0-9_-]+")
 MAX_SERVER_NAME = MAX_TOOL_NAME - len("mcp____") - 16
 #: Seconds connecting waits for the server to acknowledge the tool-change subscription.
 _LISTEN_ACK_TIMEOUT = 5.0
+#: The longest wait between two attempts to reconnect (the wait doubles from reconnect_delay).
+_RECONNECT_MAX_DELAY = 30.0
 _T = TypeVar("_T")
-
-
-class MCPClientError(Exception):
-    """The client cannot do what was asked: not connected, the server unreachable or gone."""
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, secret-free account of a failure (no URLs, no headers)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(sub) for sub in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.message
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx2.HTTPError | OSError | trio.BrokenResourceError):
-        return f"{type(exc).__name__}: the connection to the server failed"
-    if isinstance(exc, trio.TooSlowError):
-        return "timed out"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_connection_lost(sub) for sub in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError)
 
 
 def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
@@ -115,7 +92,10 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         execution_timeout: seconds a tool call may take before it is cancelled.
         stream_progress: pass the server's progress notifications on as progress chunks
             (``CustomEvent("mcp_progress")`` in a reply).
-        connect_timeout: seconds for connecting and the first listing.
+        connect_timeout: seconds for connecting and the first listing (and each reconnection).
+        reconnect_delay: a stateful client whose session ends on its own (the server died,
+            the connection broke) connects again after this many seconds, the wait doubling
+            after each failed attempt up to 30 s; ``None``: it stays down.
         sampling: answers the server's sampling requests (declares ``sampling``).
         elicitation: answers the server's questions (declares ``elicitation``).
         roots: the directories the server may work in (declares ``roots``).
@@ -142,6 +122,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         execution_timeout: float | None = None,
         stream_progress: bool = False,
         connect_timeout: float | None = 30.0,
+        reconnect_delay: float | None = 0.5,
         sampling: MCPSampling | None = None,
         elicitation: ElicitationCallback | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
@@ -174,6 +155,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         for label, value in (
             ("execution_timeout", execution_timeout),
             ("connect_timeout", connect_timeout),
+            ("reconnect_delay", reconnect_delay),
         ):
             if value is not None and not value > 0:
                 raise ValueError(f"{label} must be a positive number of seconds or None")
@@ -185,19 +167,27 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         self.execution_timeout = execution_timeout
         self.stream_progress = stream_progress
         self.connect_timeout = connect_timeout
+        self.reconnect_delay = reconnect_delay
         self.sampling = sampling
         self.elicitation = elicitation
         self.roots = None if roots is None else list(roots)
         self.log_level = log_level
         self.resource_tool = resource_tool
         self._entered = False
+        #: Between a successful ``__aenter__`` and ``__aexit__``.
+        self._open = False
         self._session: Client | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closing = trio.Event()
+        #: Set when the current session is to end (the server died, or the client is left).
+        self._ended = trio.Event()
+        self._reconnecting = trio.CancelScope()
+        self._retry_note: str | None = None
         #: Holds one item while a refresh of the listed tools is due (changes coalesce).
         self._changes_in, self._changes_out = trio.open_memory_channel[None](1)
         self._tools: list[MCPTool] | None = None
         self._listing_error: str | None = None
+        #: Why the server is down (``None`` while a session is up).
         self._lost: str | None = None
         self._has_resources = False
         #: The tools the server runs only as tasks (called the task-augmented way).
@@ -230,18 +220,15 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         return self._session is not None and self._lost is None
 
     def listed_tools(self) -> list[ToolBase]:
-        """The tools as last listed, filters applied (no I/O).
+        """The tools as last listed, filters applied (no I/O).  While the server is down they
+        stay listed: a call then gets an error result saying so.
 
         Raises:
-            MCPClientError: not connected, the session was lost, or the tools were never
+            MCPClientError: a stateful client outside ``async with``, or the tools were never
                 listed successfully.
         """
-        if self._is_stateful and self._session is None:
+        if self._is_stateful and not self._open:
             raise MCPClientError(f"MCP server {self._name!r} is not connected")
-        if self._lost is not None:
-            raise MCPClientError(
-                f"the session with MCP server {self._name!r} was lost: {self._lost}"
-            )
         if self._tools is None:
             reason = self._listing_error or "enter `async with client:` or await list_tools()"
             raise MCPClientError(
@@ -273,20 +260,8 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         except MCPClientError as exc:
             raise MCPCallError(str(exc)) from None
         except Exception as exc:
-            self._note_failure(exc)
-            raise MCPCallError(_describe(exc)) from None
+            raise MCPCallError(describe(exc)) from None
         return convert_result(result, read_tool=self._reader_name)
-
-    async def _request(self, what: str, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        try:
-            return await self._with_session(operation)
-        except MCPClientError:
-            raise
-        except Exception as exc:
-            self._note_failure(exc)
-            raise MCPClientError(
-                f"{what} of MCP server {self._name!r} failed: {_describe(exc)}"
-            ) from None
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -301,8 +276,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         except MCPClientError:
             raise
         except Exception as exc:
-            self._note_failure(exc)
-            self._listing_error = _describe(exc)
+            self._listing_error = describe(exc)
             raise MCPClientError(
                 f"listing the tools of MCP server {self._name!r} failed: {self._listing_error}"
             ) from None
@@ -335,13 +309,6 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         self._listing_error = None
         return list(self._tools)
 
-    @property
-    def _reader_name(self) -> str | None:
-        """The name of the resource-reading tool, when the server has resources."""
-        if not (self.resource_tool and self._has_resources):
-            return None
-        return mcp_tool_name(self._name, "read_resource")
-
     def _wanted(self, tool: str) -> bool:
         if self.enable_tools is not None and tool not in self.enable_tools:
             return False
@@ -364,9 +331,16 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def _new_session(self) -> Client:
+    def _new_session(self, on_end: Callable[[str], None]) -> Client:
+        """A session over a new connection; ``on_end(reason)`` hears of a stdio server's end."""
         config = self.config
-        if isinstance(config, StdioMCPConfig):
+        if isinstance(config, StdioMCPConfig) and sys.platform != "win32":
+            return Client(
+                StdioTransport(config, on_end),
+                message_handler=self._on_message,
+                **self._session_callbacks(),
+            )
+        if isinstance(config, StdioMCPConfig):  # pragma: no cover - no process groups there
             params = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
@@ -389,7 +363,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
                 sse_read_timeout=math.inf,
             )
         else:
-            transport = _HttpTransport(config)
+            transport = HttpTransport(config)
         return Client(
             cast(Transport, transport),
             message_handler=self._on_message,
@@ -446,34 +420,51 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
             task_status.started()
         except Exception as exc:
             logger.info(
-                "Not following tool changes of MCP server %r: %s", self._name, _describe(exc)
+                "Not following tool changes of MCP server %r: %s", self._name, describe(exc)
             )
             task_status.started()
 
     async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
+        """Run ``operation`` on the open session (stateful) or a fresh one (stateless).
+
+        Raises:
+            MCPClientError: a stateful client outside ``async with``, or the server is down
+                (also when the connection is lost during ``operation``).
+        """
         if not self._is_stateful:
             try:
-                async with self._new_session() as fresh:
+                async with self._new_session(lambda reason: None) as fresh:
                     return await operation(fresh)
             except BaseExceptionGroup as group:
                 reraise_unwrapped(group)  # the SDK's task groups: the one error, or Cancelled
         session = self._session
-        if session is None:
-            raise MCPClientError(f"MCP server {self._name!r} is not connected")
-        if self._lost is not None:
-            raise MCPClientError(
-                f"the session with MCP server {self._name!r} was lost: {self._lost}"
-            )
-        return await operation(session)
+        if session is None or self._lost is not None:
+            if not self._open:
+                raise MCPClientError(f"MCP server {self._name!r} is not connected")
+            raise MCPClientError(self._down_message())
+        try:
+            return await operation(session)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+            if session is self._session:
+                self._end_session(self._ended, describe(exc))
+            raise MCPClientError(self._down_message()) from None
 
-    def _note_failure(self, exc: BaseException) -> None:
-        if self._is_stateful and self._session is not None and _connection_lost(exc):
-            if self._lost is None:
-                logger.warning(
-                    "The session with MCP server %r was lost: %s", self._name, _describe(exc)
-                )
-            self._lost = _describe(exc)
+    def _end_session(self, ended: trio.Event, reason: str) -> None:
+        """The session that ``ended`` belongs to is over, for ``reason``: end it (its task
+        then reconnects)."""
+        if not ended.is_set():
+            self._lost = self._lost or reason
+            ended.set()
+
+    def _down_message(self) -> str:
+        text = f"MCP server {self._name!r} is down ({self._lost or 'its session ended'})"
+        if self.reconnect_delay is None or self._closing.is_set():
+            return f"{text}; not reconnecting"
+        if self._retry_note is not None:
+            return f"{text}; reconnecting ({self._retry_note})"
+        return f"{text}; reconnecting"
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -502,19 +493,22 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
             return self
         nursery_manager = trio.open_nursery()
         nursery = await nursery_manager.__aenter__()
+        finished = trio.Event()
         try:
             with trio.fail_after(_or_inf(self.connect_timeout)):
-                await nursery.start(self._own_session)
+                await nursery.start(self._hold_session, finished)
         except BaseException as exc:
             # The session task ended before it started: the nursery has no child left.
             self._closing.set()
             await nursery_manager.__aexit__(None, None, None)
             if isinstance(exc, Exception):
                 raise MCPClientError(
-                    f"connecting to MCP server {self._name!r} failed: {_describe(exc)}"
+                    f"connecting to MCP server {self._name!r} failed: {describe(exc)}"
                 ) from None
             raise
         self._nursery_manager = nursery_manager
+        self._open = True
+        nursery.start_soon(self._keep_connected, nursery, finished)
         return self
 
     async def __aexit__(
@@ -527,7 +521,10 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         manager = self._nursery_manager
         if manager is None:
             return None
+        self._open = False
         self._closing.set()
+        self._ended.set()
+        self._reconnecting.cancel()
         try:
             return await manager.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -535,54 +532,60 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         finally:
             self._nursery_manager = None
 
-    async def _own_session(self, *, task_status: trio.TaskStatus[None]) -> None:
-        """Hold the session from connecting to closing; record (not raise) a later crash."""
+    async def _hold_session(
+        self, finished: trio.Event, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Hold one session until it ends: the client is left, or the server died or the
+        connection broke (recorded, not raised, once started).  ``finished`` is set then."""
+        ended = self._ended = trio.Event()
         started = False
         try:
-            async with self._new_session() as session:
+            async with self._new_session(functools.partial(self._end_session, ended)) as session:
                 await self._fetch(session)
                 async with trio.open_nursery() as followers:
                     await followers.start(self._listen_for_changes, session)
                     followers.start_soon(self._refresh_on_change)
-                    self._session = session
+                    self._session, self._lost, self._retry_note = session, None, None
                     started = True
                     task_status.started()
-                    await self._closing.wait()
+                    await ended.wait()
                     followers.cancel_scope.cancel()
         except Exception as exc:
             if not started:
                 raise
-            self._lost = self._lost or _describe(exc)
-            logger.warning("The session with MCP server %r ended: %s", self._name, self._lost)
+            self._lost = self._lost or describe(exc)
         finally:
             self._session = None
+            finished.set()
 
-
-class _HttpTransport:
-    """Streamable HTTP over an HTTP client of our own (closed with the transport)."""
-
-    def __init__(self, config: HttpMCPConfig) -> None:
-        timeout = httpx2.Timeout(config.timeout)
-        self._http = httpx2.AsyncClient(headers=config.headers, timeout=timeout)
-        self._url = config.url
-        self._stack = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> object:
-        async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(self._http)
-            streams = await stack.enter_async_context(
-                streamable_http_client(self._url, http_client=self._http)
-            )
-            self._stack = stack.pop_all()
-        return streams
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
+    async def _keep_connected(self, nursery: trio.Nursery, finished: trio.Event) -> None:
+        """Each time the session ends on its own, say so and connect again: first after
+        ``reconnect_delay``, the wait doubling after each failure, until the client is left."""
+        with self._reconnecting:
+            while True:
+                await finished.wait()
+                if self._closing.is_set():
+                    return
+                logger.warning("%s", self._down_message())
+                if self.reconnect_delay is None:
+                    return
+                delay, failures = self.reconnect_delay, 0
+                while True:
+                    await trio.sleep(delay)
+                    finished = trio.Event()
+                    try:
+                        with trio.fail_after(_or_inf(self.connect_timeout)):
+                            await nursery.start(self._hold_session, finished)
+                    except Exception as exc:
+                        failures += 1
+                        self._retry_note = f"failed {failures} time(s) so far: {describe(exc)}"
+                        logger.info(
+                            "Reconnecting to MCP server %r %s", self._name, self._retry_note
+                        )
+                        delay = min(delay * 2, _RECONNECT_MAX_DELAY)
+                        continue
+                    logger.warning("Reconnected to MCP server %r; its tools are back", self._name)
+                    break
 
 
 def _or_inf(timeout: float | None) -> float:

@@ -31,6 +31,7 @@ from ..message import (
 )
 from ..tool import Emit, ToolBase, ToolChunk, mcp_tool_name
 from ._convert import convert_content
+from ._errors import MCPClientError, describe
 
 __all__ = [
     "MCPPrompt",
@@ -216,14 +217,31 @@ class ResourcesAndPrompts:
     """``MCPClient``'s resources and prompts API (a base class, to keep the client's module
     about connections): each method runs one request on the client's session."""
 
-    @property
-    def _reader_name(self) -> str | None:
-        """The name of the resource-reading tool, when there is one."""
+    _name: str
+    resource_tool: bool
+    _has_resources: bool
+
+    async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        """Run ``operation`` on the client's session (``MCPClient`` implements it)."""
         raise NotImplementedError
 
+    @property
+    def _reader_name(self) -> str | None:
+        """The name of the resource-reading tool, when the server has resources."""
+        if not (self.resource_tool and self._has_resources):
+            return None
+        return mcp_tool_name(self._name, "read_resource")
+
     async def _request(self, what: str, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """Run ``operation`` on the session; a failure raises ``MCPClientError``."""
-        raise NotImplementedError
+        """Run ``operation`` on the session; a failure raises :class:`MCPClientError`."""
+        try:
+            return await self._with_session(operation)
+        except MCPClientError:
+            raise
+        except Exception as exc:
+            raise MCPClientError(
+                f"{what} of MCP server {self._name!r} failed: {describe(exc)}"
+            ) from None
 
     async def list_resources(self) -> list[MCPResource]:
         """The server's resources (every page).

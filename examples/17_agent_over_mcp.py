@@ -1,4 +1,4 @@
-"""15 — one agent served over MCP (stdio), used as a tool by another, interrupted mid-call.
+"""17 — one agent served over MCP (stdio), used as a tool by another, interrupted mid-call.
 
 ``trioagent.mcp.serve`` serves the *researcher* agent (``_served_helper.py``, a process of its
 own) as one MCP tool that runs a reply; its text streams back as progress notifications.  The
@@ -44,7 +44,7 @@ async def journal_lines(path: Path, count: int, seconds: float) -> list[str]:
 
 
 async def main() -> None:
-    journal = Path(tempfile.mkdtemp(prefix="trioagent-example-15-")) / "served.journal"
+    journal = Path(tempfile.mkdtemp(prefix="trioagent-example-17-")) / "served.journal"
     config = StdioMCPConfig(command=sys.executable, args=[str(HELPER), str(journal)])
     question = json.dumps({"message": "What do we know about the topic?"})
     async with trio.open_nursery() as nursery:
