@@ -19,7 +19,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 import trio
-from agent_kit import call, calls, make_agent, text, user
+from agent_kit import call, calls, make_agent, output_text, result_of, run, text, user
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_serve_kit import Journaled, build_agent
@@ -180,3 +180,41 @@ async def test_sweep_a_reply_calling_a_served_agent(mode: str) -> None:
     assert "reply 1 completed consistent" in served.lines
     assert report.runs[0].end is not None
     assert report.runs[0].end.finished_reason == "completed"
+
+
+async def test_sampling_without_a_model_answers_with_the_agents() -> None:
+    """``MCPSampling()`` takes the model and the permission engine of the first agent built
+    with a toolkit holding the client: its bypass mode allows the request, and the agent's
+    own model answers it (the step between the tool call and the final answer)."""
+    sampling = MCPSampling()
+    async with InProcessClient("thinker", thinking_server(), sampling=sampling) as client:
+        state = AgentState(permission_context=PermissionContext(mode="bypass"))
+        agent = make_agent(
+            [
+                calls(call("t1", "mcp__thinker__think", question="why?")),
+                text_chunks("because"),
+                text("done"),
+            ],
+            Toolkit(mcps=[client]),
+            state=state,
+        )
+        assert sampling.model is agent.model
+        assert sampling.permissions is agent.permission_engine
+        other = make_agent([], Toolkit(mcps=[client]))
+        assert sampling.model is agent.model  # the first agent keeps it
+        assert other.model is not agent.model
+        msg, _ = await run(agent, user())
+        assert msg.get_text_content() == "done"
+        assert output_text(result_of(agent, "t1")) == "the model says: because"
+        # A default-mode agent asks; nobody confirms, so the request is declined.
+        sampling.model = None
+        sampling.permissions = None
+        asking = make_agent(
+            [calls(call("t2", "mcp__thinker__think", question="why?")), text("done")],
+            Toolkit(mcps=[client]),
+            state=AgentState(permission_context=PermissionContext(mode="bypass")),
+        )
+        assert sampling.model is asking.model
+        sampling.permissions = PermissionEngine(PermissionContext())
+        await run(asking, user())
+        assert "declined the sampling request" in output_text(result_of(asking, "t2"))
