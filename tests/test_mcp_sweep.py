@@ -14,6 +14,7 @@ framing and cancellation notices, no sockets), so the sweeps stay fast.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -27,7 +28,11 @@ from mcp_serve_kit import Journaled, build_agent
 from trioagent.agent import AgentState
 from trioagent.mcp import MCPClient, MCPSampling, StdioMCPConfig
 from trioagent.mcp._serve import build_server
-from trioagent.permission import PermissionContext, PermissionEngine
+from trioagent.permission import (
+    AdditionalWorkingDirectory,
+    PermissionContext,
+    PermissionEngine,
+)
 from trioagent.testing import (
     ScriptedModel,
     ScriptedRequest,
@@ -39,7 +44,10 @@ from trioagent.tool import Toolkit
 
 MODES = ["interrupt", "outer"]
 # The test server samples the way servers of protocol versions up to 2025-11-25 do.
-pytestmark = pytest.mark.filterwarnings("ignore:The sampling capability is deprecated")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The sampling capability is deprecated"),
+    pytest.mark.filterwarnings("ignore:The roots capability is deprecated"),
+]
 BYPASS = PermissionEngine(PermissionContext(mode="bypass"))
 
 
@@ -62,6 +70,12 @@ class InProcessClient(MCPClient):
 
 def thinking_server() -> MCPServer:
     server = MCPServer("thinker")
+
+    @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+    async def where(ctx: Context) -> str:
+        """The client's roots."""
+        listed = await ctx.session.list_roots()
+        return " ".join(str(root.uri) for root in listed.roots)
 
     @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
     async def think(question: str, ctx: Context) -> str:
@@ -218,3 +232,19 @@ async def test_sampling_without_a_model_answers_with_the_agents() -> None:
         sampling.permissions = PermissionEngine(PermissionContext())
         await run(asking, user())
         assert "declined the sampling request" in output_text(result_of(asking, "t2"))
+
+
+async def test_roots_can_be_the_agents_working_directories(tmp_path: Path) -> None:
+    extra = tmp_path / "project"
+    extra.mkdir()
+    async with InProcessClient("thinker", thinking_server(), roots="agent") as client:
+        state = AgentState()
+        state.permission_context.working_directories[str(extra)] = AdditionalWorkingDirectory(
+            path=str(extra)
+        )
+        make_agent([], Toolkit(mcps=[client]), state=state)
+        result = await client.call_tool("where", {})
+    uris = result.content[0].text.split()  # type: ignore[union-attr]
+    assert uris == [Path.cwd().resolve().as_uri(), extra.resolve().as_uri()]
+    with pytest.raises(ValueError, match="roots"):
+        MCPClient("x", StdioMCPConfig(command="unused"), roots="/tmp")  # type: ignore[arg-type]

@@ -9,7 +9,9 @@ A client declares a capability only when it was given what answers it:
   ``confirm`` callback, and without one the request is declined;
 * **elicitation** (``elicitation/create``): an :data:`ElicitationCallback` returns the user's
   answer, or declines;
-* **roots** (``roots/list``): the given directories, as ``file://`` URIs.
+* **roots** (``roots/list``): the given directories, as ``file://`` URIs; with
+  ``roots="agent"`` the working directories of the agent using the client (the process's
+  cwd and its permission context's additional working directories), read at each request.
 
 Server log messages (``notifications/message``) go to the ``trioagent.mcp`` logger at the
 mapped level (``debug`` → DEBUG … ``emergency`` → CRITICAL), with the server's name.
@@ -21,7 +23,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 import attrs
 import mcp_types
@@ -263,7 +265,7 @@ def session_callbacks(
     *,
     sampling: MCPSampling | None,
     elicitation: ElicitationCallback | None,
-    roots: Sequence[str | os.PathLike[str]] | None,
+    roots: Callable[[], Sequence[str | os.PathLike[str]]] | None,
     log_level: mcp_types.LoggingLevel | None,
 ) -> SessionCallbacks:
     """A session's answers: a capability is declared only when something answers it."""
@@ -291,11 +293,11 @@ def session_callbacks(
 
         callbacks["elicitation_callback"] = on_elicitation
     if roots is not None:
-        directories = list(roots)
+        directories = roots
 
         async def on_roots(context: ClientRequestContext) -> mcp_types.ListRootsResult:
             await trio.lowlevel.checkpoint()
-            return roots_result(directories)
+            return roots_result(directories())
 
         callbacks["list_roots_callback"] = on_roots
     return callbacks
@@ -308,13 +310,17 @@ class ServerAnswers:
     _name: str
     sampling: MCPSampling | None
     elicitation: ElicitationCallback | None
-    roots: list[str | os.PathLike[str]] | None
+    roots: list[str | os.PathLike[str]] | Literal["agent"] | None
     log_level: mcp_types.LoggingLevel | None
+    _agent_permissions: PermissionEngine | None = None
 
     def adopt_agent_defaults(self, model: ChatModelBase, permissions: PermissionEngine) -> None:
         """Called by an agent built with a toolkit holding this client: an
-        :class:`MCPSampling` without a model (or permissions) takes the agent's.  The first
-        agent wins; later ones change nothing."""
+        :class:`MCPSampling` without a model (or permissions) takes the agent's, and
+        ``roots="agent"`` lists its working directories.  The first agent wins; later ones
+        change nothing."""
+        if self._agent_permissions is None:
+            self._agent_permissions = permissions
         sampling = self.sampling
         if sampling is not None and sampling.model is None:
             sampling.model = model
@@ -326,6 +332,13 @@ class ServerAnswers:
             self._name,
             sampling=self.sampling,
             elicitation=self.elicitation,
-            roots=self.roots,
+            roots=None if self.roots is None else self._root_directories,
             log_level=self.log_level,
         )
+
+    def _root_directories(self) -> list[str | os.PathLike[str]]:
+        if self.roots != "agent":
+            return list(self.roots or [])
+        engine = self._agent_permissions
+        extra = list(engine.context.working_directories) if engine is not None else []
+        return [os.getcwd(), *extra]

@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 import mcp_types
 import trio
@@ -98,7 +98,8 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
             after each failed attempt up to 30 s; ``None``: it stays down.
         sampling: answers the server's sampling requests (declares ``sampling``).
         elicitation: answers the server's questions (declares ``elicitation``).
-        roots: the directories the server may work in (declares ``roots``).
+        roots: the directories the server may work in (declares ``roots``); ``"agent"``: the
+            working directories of the agent whose toolkit holds the client.
         log_level: the lowest server log level asked for on a 2026-07-28 connection (earlier
             protocols send what the server decides); server log messages go to the
             ``trioagent.mcp`` logger either way.
@@ -125,7 +126,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         reconnect_delay: float | None = 0.5,
         sampling: MCPSampling | None = None,
         elicitation: ElicitationCallback | None = None,
-        roots: Sequence[str | os.PathLike[str]] | None = None,
+        roots: Sequence[str | os.PathLike[str]] | Literal["agent"] | None = None,
         log_level: mcp_types.LoggingLevel | None = "info",
         resource_tool: bool = True,
     ) -> None:
@@ -170,7 +171,9 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         self.reconnect_delay = reconnect_delay
         self.sampling = sampling
         self.elicitation = elicitation
-        self.roots = None if roots is None else list(roots)
+        if isinstance(roots, str) and roots != "agent":
+            raise ValueError(f'roots must be a list of directories or "agent", not {roots!r}')
+        self.roots = roots if roots is None or roots == "agent" else list(roots)
         self.log_level = log_level
         self.resource_tool = resource_tool
         self._entered = False
