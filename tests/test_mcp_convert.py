@@ -172,3 +172,32 @@ def test_task_only_tools_are_offered_only_with_task_calls(caplog: pytest.LogCapt
     # A connection that takes task-augmented calls offers it (the client calls it as a task).
     offered = offered_tools("srv", listing, task_calls=True)
     assert [spec.name for _, spec in offered] == ["research", "either", "plain"]
+
+
+async def test_structured_content_that_breaks_the_output_schema_is_an_error() -> None:
+    """A real (in-process) server whose tool declares an ``outputSchema`` and answers with
+    structured content that breaks it: the call is an error the model reads; good content
+    passes and is kept."""
+    from mcp.server.lowlevel import Server
+    from mcp_kit import InProcessClient
+
+    from trioagent.tool import MCPCallError
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    tool = types.Tool(name="count", input_schema={"type": "object"}, output_schema=schema)
+
+    async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+        value = (params.arguments or {}).get("value")
+        return types.CallToolResult(content=[], structured_content={"n": value})
+
+    server = Server("typed", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with InProcessClient("typed", server) as client:
+        (listed,) = client.listed_tools()
+        assert listed.spec.output_schema == schema  # type: ignore[attr-defined]
+        good = await client.call_tool("count", {"value": 3})
+        assert [b.text for b in good.content] == ['{"n": 3}']  # type: ignore[union-attr]
+        with pytest.raises(MCPCallError, match="Invalid structured content"):
+            await client.call_tool("count", {"value": "three"})

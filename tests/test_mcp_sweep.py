@@ -13,7 +13,7 @@ framing and cancellation notices, no sockets), so the sweeps stay fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import mcp_types as types
 import pytest
 import trio
 from agent_kit import call, calls, make_agent, output_text, result_of, run, text, user
-from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_kit import InProcessClient
 from mcp_serve_kit import Journaled, build_agent
 
 from trioagent.agent import AgentState
@@ -49,23 +49,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The roots capability is deprecated"),
 ]
 BYPASS = PermissionEngine(PermissionContext(mode="bypass"))
-
-
-class InProcessClient(MCPClient):
-    """An :class:`MCPClient` whose session reaches ``server`` in this process (legacy JSON-RPC
-    over memory streams) instead of a subprocess or a socket."""
-
-    def __init__(self, name: str, server: Any, **kwargs: Any) -> None:
-        super().__init__(name, StdioMCPConfig(command="unused"), **kwargs)
-        self._server = server
-
-    def _new_session(self, on_end: Callable[[str], None]) -> Client:
-        return Client(
-            self._server,
-            mode="legacy",
-            message_handler=self._on_message,
-            **self._session_callbacks(),
-        )
 
 
 def thinking_server() -> MCPServer:
