@@ -215,3 +215,82 @@ def test_an_agent_and_a_wrapper_of_its_shape_are_servable() -> None:
     assert isinstance(Journaled(agent, print), ServableAgent)
     server = build_server(agent, tool_name="ask_helper")
     assert server.name == "helper"
+
+
+def _confirming_agent() -> Any:
+    """A served agent whose one tool call needs the user's confirmation (default mode)."""
+    from agent_kit import call, calls, make_agent, text
+
+    async def add(a: int, b: int) -> str:
+        """Add.
+
+        Args:
+            a: one.
+            b: two.
+        """
+        await trio.lowlevel.checkpoint()
+        return str(a + b)
+
+    toolkit = Toolkit()
+    toolkit.register_function(add)
+    steps = [calls(call("c1", "add", a=1, b=2)), text("answered")] * 3
+    return make_agent(steps, toolkit)
+
+
+def _result_state(agent: Any) -> list[str]:
+    from trioagent.message import ToolResultBlock
+
+    return [
+        str(block.state)
+        for msg in agent.state.context
+        for block in msg.content
+        if isinstance(block, ToolResultBlock)
+    ]
+
+
+@pytest.mark.parametrize(("answer", "state"), [(True, "success"), (False, "denied")])
+async def test_a_parked_confirmation_is_asked_by_elicitation(answer: bool, state: str) -> None:
+    agent = _confirming_agent()
+    questions: list[str] = []
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        questions.append(params.message)
+        await trio.lowlevel.checkpoint()
+        return types.ElicitResult(action="accept", content={"allow": answer})
+
+    async with Client(build_server(agent), mode="legacy", elicitation_callback=elicit) as client:
+        result = await client.call_tool(agent.name, {"message": "add 1 and 2"})
+    assert _text(result) == "answered"
+    assert questions == ['The agent wants to run add with {"a": 1, "b": 2}. Allow it?']
+    assert _result_state(agent) == [state]
+    assert not agent.state.has_awaiting_tool_calls(agent.name)
+
+
+async def test_a_client_that_cannot_be_asked_denies() -> None:
+    agent = _confirming_agent()
+    async with Client(build_server(agent), mode="legacy") as client:
+        result = await client.call_tool(agent.name, {"message": "add 1 and 2"})
+    assert _text(result) == "answered"
+    assert _result_state(agent) == ["denied"]
+
+
+async def test_a_call_cancelled_while_asking_leaves_the_agent_unparked() -> None:
+    agent = _confirming_agent()
+    asking = trio.Event()
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asking.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with Client(build_server(agent), mode="legacy", elicitation_callback=elicit) as client:
+        with trio.move_on_after(10) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.call_tool, agent.name, {"message": "add"})
+                await asking.wait()
+                nursery.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        with trio.fail_after(10):
+            while agent.state.has_awaiting_tool_calls(agent.name):
+                await trio.sleep(0.01)
+        assert _result_state(agent)[-1] == "interrupted"

@@ -6,6 +6,10 @@
   ``notifications/cancelled`` cancels the request's task: the reply takes the outer-cancel
   path, so it ends with exactly one INTERRUPTED end and a consistent context, as for any
   cancelled reply.  Calls are served one at a time (an agent runs one reply at a time).
+  A reply that parks on a confirmation asks the client's user by elicitation (a form with one
+  ``allow`` boolean per tool call) and resumes with the answers; a client that cannot be
+  asked denies the calls.  Cancelled while asking, the parked reply is aborted, so the agent
+  is never left parked.
 * **A toolkit** is served tool by tool: the schemas the model would see, each call run
   through the toolkit (its validation and middlewares), progress chunks passed on.
 
@@ -27,6 +31,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import attrs
 import mcp_types
 import trio
 from mcp.server.lowlevel import Server
@@ -34,7 +39,13 @@ from mcp.server.stdio import stdio_server
 
 from .._core.ids import generate_id
 from .._core.json_types import JSONObject
-from ..event import TextBlockDeltaEvent
+from ..event import (
+    ConfirmResult,
+    RequireUserConfirmEvent,
+    TextBlockDeltaEvent,
+    UserConfirmResultEvent,
+    UserInterruptEvent,
+)
 from ..message import (
     Base64Source,
     DataBlock,
@@ -71,7 +82,26 @@ class ServableAgent(Protocol):
         ...
 
 
-Call = Callable[[JSONObject, Callable[[str], Awaitable[None]]], Awaitable[mcp_types.CallToolResult]]
+@attrs.frozen
+class _Peer:
+    """What a served call can ask of the client that made it."""
+
+    #: Send a progress notification (a no-op when the client asked for none).
+    progress: Callable[[str], Awaitable[None]]
+    #: Ask the client's user to allow one tool call (``False`` when it cannot ask).
+    confirm: Callable[[ToolCallBlock], Awaitable[bool]]
+
+
+Call = Callable[[JSONObject, _Peer], Awaitable[mcp_types.CallToolResult]]
+#: Seconds a served agent's parked reply may take to be aborted when its call is cancelled.
+_ABORT_GRACE = 5.0
+_CONFIRM_SCHEMA: JSONObject = {
+    "type": "object",
+    "properties": {
+        "allow": {"type": "boolean", "title": "Allow", "description": "Run this tool call."}
+    },
+    "required": ["allow"],
+}
 
 
 def _content(blocks: list[TextBlock | DataBlock]) -> list[mcp_types.ContentBlock]:
@@ -114,20 +144,23 @@ def _agent_tool(
         },
     )
 
-    async def call(
-        arguments: JSONObject, progress: Callable[[str], Awaitable[None]]
-    ) -> mcp_types.CallToolResult:
+    async def call(arguments: JSONObject, peer: _Peer) -> mcp_types.CallToolResult:
         message = arguments.get("message")
         if not isinstance(message, str):
             return _error("'message' must be a string.")
+        asked: list[RequireUserConfirmEvent] = []
 
         async def on_event(event: object) -> None:
             if isinstance(event, TextBlockDeltaEvent) and event.delta:
-                await progress(event.delta)
+                await peer.progress(event.delta)
+            elif isinstance(event, RequireUserConfirmEvent):
+                asked.append(event)
 
         async with lock:
             try:
                 final = await agent.reply(UserMsg("user", message), on_event=on_event)
+                while asked:
+                    final = await _confirmed(agent, asked.pop(), peer, on_event)
             except Exception as exc:
                 logger.exception("The served agent %r failed", agent.name)
                 return _error(f"The agent failed: {type(exc).__name__}")
@@ -139,6 +172,28 @@ def _agent_tool(
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)], is_error=failed)
 
     return tool, call
+
+
+async def _confirmed(
+    agent: ServableAgent,
+    asked: RequireUserConfirmEvent,
+    peer: _Peer,
+    on_event: Callable[[Any], Awaitable[None]],
+) -> Msg:
+    """Resume a reply parked on a confirmation with the client's answers (asked by
+    elicitation; a client that cannot be asked denies).  Cancelled while asking, the parked
+    reply is aborted (bounded, shielded), so the agent is not left parked."""
+    try:
+        results = [
+            ConfirmResult(confirmed=await peer.confirm(call), tool_call=call)
+            for call in asked.tool_calls
+        ]
+    except trio.Cancelled:
+        with trio.move_on_after(_ABORT_GRACE) as scope:
+            scope.shield = True  # the abort must run although the call was cancelled
+            await agent.reply(UserInterruptEvent(), on_event=on_event)
+        raise
+    return await agent.reply(UserConfirmResultEvent(confirm_results=results), on_event=on_event)
 
 
 def _toolkit_tools(
@@ -165,7 +220,7 @@ async def _run_tool(
     permissions: PermissionEngine | None,
     name: str,
     arguments: JSONObject,
-    progress: Callable[[str], Awaitable[None]],
+    peer: _Peer,
 ) -> mcp_types.CallToolResult:
     call = ToolCallBlock(id=generate_id(), name=name, input=json.dumps(arguments))
     if permissions is not None:
@@ -179,7 +234,7 @@ async def _run_tool(
     async def emit(chunk: ToolChunk) -> None:
         for block in chunk.content:
             if isinstance(block, TextBlock) and block.text and not chunk.is_last:
-                await progress(block.text)
+                await peer.progress(block.text)
 
     response = await toolkit.call_tool(call, emit=emit)
     return mcp_types.CallToolResult(
@@ -227,7 +282,19 @@ def build_server(
             steps += 1
             await ctx.session.report_progress(steps, None, text)
 
-        return await entry[1](dict(params.arguments or {}), progress)
+        async def confirm(call: ToolCallBlock) -> bool:
+            question = f"The agent wants to run {call.name} with {call.input or '{}'}. Allow it?"
+            try:
+                answer = await ctx.session.elicit_form(
+                    question, _CONFIRM_SCHEMA, related_request_id=ctx.request_id
+                )
+            except Exception as exc:  # no elicitation on this connection: deny
+                logger.info("Could not ask the MCP client to confirm %s: %s", call.name, exc)
+                return False
+            return answer.action == "accept" and (answer.content or {}).get("allow") is True
+
+        peer = _Peer(progress=progress, confirm=confirm)
+        return await entry[1](dict(params.arguments or {}), peer)
 
     return Server(server_name, on_list_tools=list_tools, on_call_tool=call_tool)
 
