@@ -21,9 +21,11 @@ from mcp_serve_kit import WORDS, Journaled, build_agent
 from trioagent.mcp import serve
 from trioagent.mcp._serve import build_server
 from trioagent.message import Base64Source, DataBlock, TextBlock
+from trioagent.permission import PermissionContext, PermissionEngine
 from trioagent.tool import ToolChunk, Toolkit
 
 SCRIPT = Path(__file__).resolve().parent / "mcp_serve_kit.py"
+BYPASS = PermissionEngine(PermissionContext(mode="bypass"))
 
 # The SDK's streamable HTTP client leaves httpx2's iterators of an answer's event stream (one
 # that carried progress notifications) unexhausted when its task group closes; their garbage
@@ -138,7 +140,9 @@ async def test_a_served_toolkit_over_streamable_http(nursery: trio.Nursery) -> N
     toolkit.register_function(slow)
     toolkit.register_function(picture)
     url = await nursery.start(
-        lambda task_status: serve(toolkit, transport="http", port=0, task_status=task_status)
+        lambda task_status: serve(
+            toolkit, transport="http", port=0, permissions=BYPASS, task_status=task_status
+        )
     )
     assert url.startswith("http://127.0.0.1:")
     async with Client(url) as client:
@@ -192,7 +196,9 @@ async def test_toolkit_progress_chunks_stream(nursery: trio.Nursery) -> None:
     toolkit = Toolkit()
     toolkit.add_tool(Counting())
     url = await nursery.start(
-        lambda task_status: serve(toolkit, transport="http", port=0, task_status=task_status)
+        lambda task_status: serve(
+            toolkit, transport="http", port=0, permissions=BYPASS, task_status=task_status
+        )
     )
     seen: list[str] = []
 
@@ -294,3 +300,43 @@ async def test_a_call_cancelled_while_asking_leaves_the_agent_unparked() -> None
             while agent.state.has_awaiting_tool_calls(agent.name):
                 await trio.sleep(0.01)
         assert _result_state(agent)[-1] == "interrupted"
+
+
+async def test_a_served_toolkit_asks_the_client_or_denies() -> None:
+    """By default a served toolkit's calls are checked in the default mode: a read-only tool
+    runs, another asks the client's user by elicitation, and without one it is denied."""
+    from mcp.client.session import ClientRequestContext
+
+    ran: list[str] = []
+
+    async def look() -> str:
+        """Look."""
+        await trio.lowlevel.checkpoint()
+        ran.append("look")
+        return "seen"
+
+    async def touch() -> str:
+        """Touch."""
+        await trio.lowlevel.checkpoint()
+        ran.append("touch")
+        return "touched"
+
+    toolkit = Toolkit()
+    toolkit.register_function(look, is_read_only=True)
+    toolkit.register_function(touch)
+    server = build_server(toolkit)
+    async with Client(server, mode="legacy") as cannot_ask:
+        assert _text(await cannot_ask.call_tool("look", {})) == "seen"
+        denied = await cannot_ask.call_tool("touch", {})
+        assert denied.is_error
+        assert "Permission denied for touch" in _text(denied)
+
+    async def allow(
+        ctx: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        await trio.lowlevel.checkpoint()
+        return types.ElicitResult(action="accept", content={"allow": True})
+
+    async with Client(server, mode="legacy", elicitation_callback=allow) as asked:
+        assert _text(await asked.call_tool("touch", {})) == "touched"
+    assert ran == ["look", "touch"]

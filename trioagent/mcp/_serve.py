@@ -10,7 +10,8 @@
   ``allow`` boolean per tool call) and resumes with the answers; a client that cannot be
   asked denies the calls.  Cancelled while asking, the parked reply is aborted, so the agent
   is never left parked.
-* **A toolkit** is served tool by tool: the schemas the model would see, each call run
+* **A toolkit** is served tool by tool: the schemas the model would see, each call checked
+  by a permission engine (an ASK asks the client's user by elicitation, or denies) and run
   through the toolkit (its validation and middlewares), progress chunks passed on.
 
 The SDK's server runs on anyio, which runs under Trio: stdio through the SDK's
@@ -197,7 +198,7 @@ async def _confirmed(
 
 
 def _toolkit_tools(
-    toolkit: Toolkit, permissions: PermissionEngine | None
+    toolkit: Toolkit, permissions: PermissionEngine
 ) -> dict[str, tuple[mcp_types.Tool, Call]]:
     served: dict[str, tuple[mcp_types.Tool, Call]] = {}
     for schema in toolkit.get_tool_schemas():
@@ -217,19 +218,22 @@ def _toolkit_tools(
 
 async def _run_tool(
     toolkit: Toolkit,
-    permissions: PermissionEngine | None,
+    permissions: PermissionEngine,
     name: str,
     arguments: JSONObject,
     peer: _Peer,
 ) -> mcp_types.CallToolResult:
+    """Check the call (an ASK goes to the client's user), then run it through the toolkit."""
     call = ToolCallBlock(id=generate_id(), name=name, input=json.dumps(arguments))
-    if permissions is not None:
-        tool = toolkit.get_tool(name)
-        if tool is None:
-            return _error(f"Unknown tool {name!r}.")
-        decision = await permissions.check_permission(tool, arguments)
-        if decision.behavior != PermissionBehavior.ALLOW:
-            return _error(f"Permission denied for {name}: {decision.message}")
+    tool = toolkit.get_tool(name)
+    if tool is None:
+        return _error(f"Unknown tool {name!r}.")
+    decision = await permissions.check_permission(tool, arguments)
+    allowed = decision.behavior == PermissionBehavior.ALLOW
+    if decision.behavior == PermissionBehavior.ASK:
+        allowed = await peer.confirm(call)
+    if not allowed:
+        return _error(f"Permission denied for {name}: {decision.message}")
 
     async def emit(chunk: ToolChunk) -> None:
         for block in chunk.content:
@@ -256,7 +260,8 @@ def build_server(
 ) -> Server[Any]:
     """The SDK server for ``target`` (see :func:`serve`)."""
     if isinstance(target, Toolkit):
-        tools = _toolkit_tools(target, permissions)
+        engine = permissions if permissions is not None else PermissionEngine()
+        tools = _toolkit_tools(target, engine)
         server_name = name or "trioagent-tools"
     elif isinstance(target, ServableAgent):
         tool, call = _agent_tool(target, tool_name, description)
@@ -321,8 +326,10 @@ async def serve(
         name: the server's name (default: the agent's name, or ``"trioagent-tools"``).
         tool_name: the agent's tool name (default: the agent's name, cleaned).
         description: the agent's tool description.
-        permissions: a toolkit's calls are checked by this engine, and only an ALLOW runs
-            (there is nobody to ask); ``None``: every served tool runs.
+        permissions: checks a toolkit's calls (default: a fresh engine in the default mode:
+            read-only tools run, the others ask); an ASK goes to the client's user by
+            elicitation, and a client that cannot be asked denies.  Bypass mode runs every
+            served tool.
         host, port, path: where HTTP listens (``port=0``: any free port).
         task_status: ``nursery.start(serve, ...)`` returns the URL (HTTP) or ``"stdio"``.
     """
