@@ -351,7 +351,11 @@ async def test_a_task_only_tool_runs_as_a_task_with_its_questions_and_cancels(
     result = await client.call_tool("simulate-research-query", arguments, on_progress)
     assert not result.is_error
     assert "# Research Report: ships (historical)" in _text(result.content)
-    assert "Gathering sources..." in progress
+    # Status messages as the task moves on (polled at the server's interval, so which stages
+    # are seen depends on timing; at least one is).
+    stages = ("Gathering sources", "Analyzing content", "Synthesizing findings", "Generating")
+    assert progress
+    assert all(any(stage in m for stage in stages) or "interpretation" in m for m in progress)
     assert any("could have multiple interpretations" in q.message for q in answers.questions)
     with trio.move_on_after(1.5) as scope:
         await client.call_tool("simulate-research-query", {"topic": "long"}, on_progress)
