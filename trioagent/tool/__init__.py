@@ -26,6 +26,7 @@ from ._class_schema import ClassSchema as ClassSchema, is_schema_class as is_sch
 from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
 from ._mcp import (
+    MAX_TOOL_NAME as MAX_TOOL_NAME,
     MCPCallError as MCPCallError,
     MCPCallResult as MCPCallResult,
     MCPConnection as MCPConnection,
@@ -33,6 +34,7 @@ from ._mcp import (
     MCPToolSource as MCPToolSource,
     MCPToolSpec as MCPToolSpec,
     ProgressCallback as ProgressCallback,
+    mcp_tool_name as mcp_tool_name,
 )
 from ._middleware import ToolNextHandler as ToolNextHandler
 from ._response import Emit as Emit, ToolChunk as ToolChunk, ToolResponse as ToolResponse
@@ -47,6 +49,7 @@ from ._state import (
 from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 
 __all__ = [
+    "MAX_TOOL_NAME",
     "AskUser",
     "AskUserAnswer",
     "Bash",
@@ -86,4 +89,5 @@ __all__ = [
     "ToolkitMiddleware",
     "Write",
     "is_schema_class",
+    "mcp_tool_name",
 ]
