@@ -52,7 +52,7 @@ class ScriptModel(ScriptedModel):
             await super()._stream_api(messages, tools, tool_choice, send)
         else:
             for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
-                await send.send(chunk)  # no checkpoint between chunks: a burst
+                await send(chunk)  # no checkpoint between chunks: a burst
         if self.stall:
             await trio.sleep_forever()
 

@@ -52,6 +52,7 @@ from ._provider import (
     ProviderChatModel as ProviderChatModel,
     ProviderOptions as ProviderOptions,
 )
+from ._pull import ModelStream as ModelStream
 from ._registry import (
     PROVIDERS as PROVIDERS,
     chat_model_from_spec as chat_model_from_spec,
@@ -80,6 +81,7 @@ __all__ = [
     "LocalChatParameters",
     "MiniMaxChatModel",
     "MiniMaxChatParameters",
+    "ModelStream",
     "MoonshotChatModel",
     "MoonshotChatParameters",
     "OllamaChatModel",
