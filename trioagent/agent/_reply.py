@@ -80,10 +80,17 @@ class ReplyTools:
         return [s for s in schemas if s["function"]["name"] not in names] + own
 
     async def call_tool(
-        self, call: ToolCallBlock, state: AgentState, emit: Emit[ToolChunk]
+        self,
+        call: ToolCallBlock,
+        state: AgentState,
+        emit: Emit[ToolChunk],
+        tool_input: Kwargs | None = None,
     ) -> ToolResponse:
-        """Run the call through the toolkit-wide middlewares and the tool."""
-        return await self._owner(call.name).call_tool(call, state=state, emit=emit)
+        """Run the call through the toolkit-wide middlewares and the tool (``tool_input``:
+        the call's arguments, already validated; ``None``: parse and validate them)."""
+        return await self._owner(call.name).call_tool(
+            call, state=state, emit=emit, tool_input=tool_input
+        )
 
 
 class ModelInput:
