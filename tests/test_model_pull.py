@@ -30,6 +30,7 @@ from trioagent.testing import (
     thinking_chunks,
     tool_call_chunks,
 )
+from trioagent.testing._sweep import _StepCounter  # the sweep's own instrument
 from trioagent.types import FinishedReason
 
 MSGS = [SystemMsg("system", "Be brief."), UserMsg("user", "hi")]
@@ -166,27 +167,6 @@ async def test_a_stream_is_entered_once() -> None:
 # -- the sweep -----------------------------------------------------------------------------
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts the schedule points of a task and its descendants; cancels at the k-th."""
-
-    def __init__(self, root: trio.lowlevel.Task, cancel_at: int | None, cancel: Any) -> None:
-        self.root, self.cancel_at, self.cancel = root, cancel_at, cancel
-        self.steps = 0
-        self.fired = False
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        current: trio.lowlevel.Task | None = task
-        while current is not None and current is not self.root:
-            nursery = current.parent_nursery
-            current = nursery.parent_task if nursery is not None else None
-        if current is None:
-            return
-        self.steps += 1
-        if self.steps == self.cancel_at:
-            self.fired = True
-            self.cancel()
-
-
 @attrs.define
 class _Run:
     steps: int
@@ -201,7 +181,7 @@ async def _pull_once(
     before = _live_tasks()
     pulled: list[ChatResponse] = []
     outer, body = trio.CancelScope(), trio.CancelScope()
-    steps = _Steps(
+    steps = _StepCounter(
         trio.lowlevel.current_task(), cancel_at, (outer if mode == "outer" else body).cancel
     )
     trio.lowlevel.add_instrument(steps)
