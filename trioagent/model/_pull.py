@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import TYPE_CHECKING, Self
+from collections.abc import Awaitable, Callable
+from typing import Self
 
 import attrs
 import trio
@@ -37,9 +38,6 @@ from .._core.json_types import JSONObject
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..types import FinishedReason, ToolChoice
 from ._response import ChatResponse, ChatUsage, ResponseBlock
-
-if TYPE_CHECKING:
-    from ._base import ChatModelBase
 
 __all__ = ["ModelStream"]
 
@@ -134,12 +132,15 @@ class ModelStream:
     cancelled.  ``buffer_size`` is the memory channel's: how many deltas may wait for the
     puller one by one before further ones coalesce.
 
+    ``model`` is a chat model (:meth:`~trioagent.model.ChatModelBase.stream` builds this), or
+    anything called like one: ``await model(messages, tools, tool_choice, emit=...)``.
+
     Written as a class, not ``@asynccontextmanager``: the library has no async generators.
     """
 
     def __init__(
         self,
-        model: ChatModelBase,
+        model: Callable[..., Awaitable[ChatResponse]],
         messages: list[Msg],
         tools: list[JSONObject] | None = None,
         tool_choice: ToolChoice | None = None,
