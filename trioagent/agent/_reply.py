@@ -208,7 +208,8 @@ class Reply:
         self.failure: BaseException | None = None
         #: Whether reasoning or acting ran since the last end event was dropped.
         self.made_progress = True
-        #: The model input of the current reasoning step (``None`` between steps).
+        #: The model input of the current reasoning step, for ``Agent.compress_context()`` called
+        #: from a hook during it (``None`` between steps; the reasoner gets it as an argument).
         self.model_input: ModelInput | None = None
 
     async def deliver(self, item: ReplyItem) -> None:
