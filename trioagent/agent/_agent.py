@@ -584,7 +584,7 @@ class Agent:
         try:
             await self.compress_context()
             await self._injector.inject(model_input, emit)
-            return await self._reasoner.step(run, step.tool_choice, emit)
+            return await self._reasoner.step(run, model_input, step.tool_choice, emit)
         finally:
             run.model_input = None
 

@@ -2,6 +2,14 @@
 
 from .._core.chain import NextHandler as NextHandler
 from .._core.emit import Emit as Emit
+from ..agent import (
+    OnActingKwargs as OnActingKwargs,
+    OnCheckPermissionKwargs as OnCheckPermissionKwargs,
+    OnCompressContextKwargs as OnCompressContextKwargs,
+    OnModelCallKwargs as OnModelCallKwargs,
+    OnReasoningKwargs as OnReasoningKwargs,
+    OnReplyKwargs as OnReplyKwargs,
+)
 from ..memory import (
     LocalBackend as LocalBackend,
     Mem0APIError as Mem0APIError,
@@ -32,6 +40,12 @@ __all__ = [
     "MiddlewareBase",
     "ModelRouterMiddleware",
     "NextHandler",
+    "OnActingKwargs",
+    "OnCheckPermissionKwargs",
+    "OnCompressContextKwargs",
+    "OnModelCallKwargs",
+    "OnReasoningKwargs",
+    "OnReplyKwargs",
     "RAGMiddleware",
     "ReplyBudgetControlMiddleware",
     "TTSMiddleware",

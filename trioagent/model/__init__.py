@@ -52,6 +52,7 @@ from ._provider import (
     ProviderChatModel as ProviderChatModel,
     ProviderOptions as ProviderOptions,
 )
+from ._pull import ModelStream as ModelStream
 from ._registry import (
     PROVIDERS as PROVIDERS,
     as_chat_model as as_chat_model,
@@ -81,6 +82,7 @@ __all__ = [
     "LocalChatParameters",
     "MiniMaxChatModel",
     "MiniMaxChatParameters",
+    "ModelStream",
     "MoonshotChatModel",
     "MoonshotChatParameters",
     "OllamaChatModel",
