@@ -80,15 +80,19 @@ def _answered_once(state: AgentState) -> None:
 async def test_a_team_streams_its_members_text_tagged_with_their_path(nursery, tmp_path) -> None:
     scripts: Scripts = {
         "lead": iter(
-            [[calls(assign("1", "ann", "red?"), assign("2", "ben", "blue?")), text("3+4")]]
+            [
+                [calls(assign("1", "ann", "red?"), assign("2", "ben", "blue?")), text("3+4")],
+                [calls(assign("3", "ann", "green?")), text("0")],
+            ]
         ),
-        "ann": iter([[text("3 red")]]),
+        "ann": iter([[text("3 red")], [text("0 green")]]),
         "ben": iter([[text("4 blue")]]),
     }
     app = _team_app(tmp_path, scripts)
     async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
         stream = await post_run(client, run_body("t1", "how many?"))
         thread = (await client.get("/agui/threads/t1")).json()
+        again = await post_run(client, run_body("t1", "and green?"))
     for event in stream:
         EVENT.validate_python(event)
     assert check_stream(stream)["outcome"] == {"type": "success"}
@@ -107,6 +111,10 @@ async def test_a_team_streams_its_members_text_tagged_with_their_path(nursery, t
     assert thread["messages"][-1]["content"] == "3+4"
     assert thread["interrupts"] == []
     assert sorted(await app.store.list()) == ["t1/ann", "t1/ben", "t1/lead"]
+    # The next leader reply starts with fresh members (reset_members), as in one process.
+    assert check_stream(again)["outcome"] == {"type": "success"}
+    ann = (await _states(app, "t1"))["ann"]
+    assert [m.get_text_content() for m in ann.context] == ["green?", "0 green"]
 
 
 async def test_stop_mid_round_ends_every_participant_once_and_the_thread_continues(

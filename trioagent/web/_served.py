@@ -16,7 +16,7 @@ from typing import TypeAlias
 from ..agent import Agent, AgentState
 from ..message import ToolCallBlock
 from ..middleware import MiddlewareBase
-from ..pipeline import PipelineBase, TeamAssignTool
+from ..pipeline import PipelineBase, TeamAssignTool, TeamPipeline
 from ..session import SessionMiddleware, SessionStore
 from ._marker import EndMarker
 
@@ -47,9 +47,18 @@ class Served:
         return self.participants[0]
 
     async def restore(self) -> None:
-        """Every participant's state from the store (``SessionStoreError`` when it fails)."""
+        """Every participant's state from the store (``SessionStoreError`` when it fails).
+
+        A team with ``reset_members`` cleared its members when the leader's last reply ended,
+        after they were saved: unless the leader is parked, the members start fresh again."""
         for agent in self.participants:
             await self.sessions[agent.name].restore(agent)
+        team = self.target
+        if isinstance(team, TeamPipeline) and team.reset_members:
+            if not team.leader.state.has_awaiting_tool_calls(team.leader.name):
+                for member in team.members.values():
+                    member.agent.state.context.clear()
+                    member.agent.state.summary = ""
 
     @property
     def shape(self) -> dict[str, frozenset[str]]:
