@@ -3,7 +3,7 @@
 A team's members stream to the client tagged with their agent path; a Stop in the middle of a
 round ends every participant once, INTERRUPTED, with every tool call answered in the stored
 states, and the thread continues; a member's confirmation is approved over the wire and the
-team resumes.
+team resumes; a goal loop is served the same way.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import httpx
 import pydantic
 import pytest
 from ag_ui.core import Event
-from pipeline_kit import assign, call, calls, text, work_toolkit
+from pipeline_kit import assign, call, calls, structured, text, work_toolkit
 from web_kit import NO_INJECTION, check_stream, post_run, run_body, start
 
 from trioagent.agent import Agent, AgentState
 from trioagent.message import ToolCallBlock, ToolResultBlock
-from trioagent.pipeline import TeamMember, TeamPipeline
+from trioagent.pipeline import GoalPipeline, TeamMember, TeamPipeline
 from trioagent.session import SQLiteSessionStore
 from trioagent.testing import ScriptedModel
 from trioagent.web import AGUIApp
@@ -202,3 +202,32 @@ async def test_a_pipeline_factory_must_give_every_participant_its_middlewares(tm
     app = AGUIApp.for_pipeline(make_team, SQLiteSessionStore(tmp_path / "t.sqlite3"))
     with pytest.raises(TypeError, match=r"first\(name\) first in its middlewares"):
         await app._served("t1")
+
+
+async def test_a_goal_loop_is_served_too(nursery, tmp_path) -> None:
+    def make_goal(first: Any) -> GoalPipeline:
+        maker = Agent(
+            "maker",
+            "Work.",
+            ScriptedModel([structured("r", report="poem.txt written")]),
+            middlewares=first("maker"),
+            injection_config=NO_INJECTION,
+        )
+        judge = Agent(
+            "judge",
+            "Check.",
+            ScriptedModel([structured("v", result="pass", message="")]),
+            middlewares=first("judge"),
+            injection_config=NO_INJECTION,
+        )
+        return GoalPipeline(maker, judge)
+
+    store = SQLiteSessionStore(tmp_path / "goals.sqlite3")
+    app = AGUIApp.for_pipeline(make_goal, store)
+    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+        stream = await post_run(client, run_body("g1", "write poem.txt"))
+        thread = (await client.get("/agui/threads/g1")).json()
+    assert check_stream(stream)["outcome"] == {"type": "success"}
+    assert _reply_ends(stream) == [("maker", "completed"), ("judge", "completed")]
+    assert sorted(await store.list()) == ["g1/judge", "g1/maker"]
+    assert thread["messages"][0]["content"].startswith("write poem.txt")
