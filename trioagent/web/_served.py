@@ -54,11 +54,12 @@ class Served:
         for agent in self.participants:
             await self.sessions[agent.name].restore(agent)
         team = self.target
-        if isinstance(team, TeamPipeline) and team.reset_members:
-            if not team.leader.state.has_awaiting_tool_calls(team.leader.name):
-                for member in team.members.values():
-                    member.agent.state.context.clear()
-                    member.agent.state.summary = ""
+        if not isinstance(team, TeamPipeline) or not team.reset_members:
+            return
+        if not team.leader.state.has_awaiting_tool_calls(team.leader.name):
+            for member in team.members.values():
+                member.agent.state.context.clear()
+                member.agent.state.summary = ""
 
     @property
     def shape(self) -> dict[str, frozenset[str]]:
