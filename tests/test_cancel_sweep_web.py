@@ -24,15 +24,21 @@ from trioagent.testing import ScriptedModel, SweepRun, cancel_sweep, tool_call_c
 def _check(run: SweepRun) -> None:
     served = run.agent
     assert isinstance(served, ServedAgent)
-    frames = parse_sse(bytes(served.sse))
-    terminal = [i for i, e in enumerate(frames) if e["type"] in TERMINAL]
-    assert terminal in ([], [len(frames) - 1]), [e["type"] for e in frames]
+    frames = _frames(served)
     if served.agent is not None and "sweep" in served.store.data:
         stored = served.store.data["sweep"][1].decode()
         # The store holds the agent's state as it ended (its version counter aside).
         assert _context(stored) == _context(dumps(served.agent.state))
     if run.end is not None and run.end.finished_reason == "completed":
         assert frames[-1]["type"] == "RUN_FINISHED"
+
+
+def _frames(served: ServedAgent) -> list[dict[str, Any]]:
+    """The SSE frames the client got: at most one terminal event, last."""
+    frames = parse_sse(bytes(served.sse))
+    terminal = [i for i, e in enumerate(frames) if e["type"] in TERMINAL]
+    assert terminal in ([], [len(frames) - 1]), [e["type"] for e in frames]
+    return frames
 
 
 def _context(payload: str) -> str:
@@ -91,9 +97,7 @@ def _team(first: Any) -> tuple[Agent, list[TeamMember]]:
 def _check_team(run: SweepRun) -> None:
     served = run.agent
     assert isinstance(served, ServedPipeline)
-    frames = parse_sse(bytes(served.sse))
-    terminal = [i for i, e in enumerate(frames) if e["type"] in TERMINAL]
-    assert terminal in ([], [len(frames) - 1]), [e["type"] for e in frames]
+    frames = _frames(served)
     for agent in served.participants:
         # Each participant's record is its state as it ended (its version counter aside);
         # a member cleared by reset_members after it was saved starts fresh next run.

@@ -9,7 +9,8 @@ partial answer.  It runs under any ASGI server on ``trio.run`` (Hypercorn's trio
 Routes (relative to where it is mounted)::
 
     GET  /                      the built-in chat page (page=True)
-    POST /agui                  run the agent (or pipeline): AG-UI RunAgentInput in, AG-UI events out (SSE)
+    POST /agui                  run the agent (or the pipeline): AG-UI RunAgentInput in,
+                                AG-UI events out (SSE)
     POST /agui/stop             {"threadId": ...}: interrupt that thread's running reply
     GET  /agui/threads/<id>     the thread's conversation, waiting calls, and whether it runs
 """
@@ -157,7 +158,7 @@ class AGUIApp:
         """
 
         def unused(first: list[MiddlewareBase]) -> Agent:
-            raise AssertionError("a pipeline app builds pipelines")
+            raise TypeError("this app serves a pipeline: it builds no lone agent")
 
         app = cls(unused, store, stop_bus=stop_bus, page=page, shutdown_grace=shutdown_grace)
         app.make_pipeline = make_pipeline
@@ -319,7 +320,8 @@ class AGUIApp:
             snapshot = thread_snapshot(await self._load(thread_id), running=running)
         else:
             # The conversation is the face participant's (the first); any participant may
-            # be waiting.  Who takes part is learned from one built pipeline.
+            # be waiting.  Who takes part is learned from one built pipeline (every thread's
+            # pipeline has the same participants).
             if self._shape is None:
                 self._shape = (await self._served(thread_id)).shape
             states = {name: await self._load(f"{thread_id}/{name}") for name in self._shape}
