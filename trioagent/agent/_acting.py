@@ -38,12 +38,12 @@ from ..message import (
     ToolResultState,
 )
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
-from ..tool import ToolBase, ToolChunk, ToolResponse
+from ..tool import MCP_QUESTION_KEY, ToolBase, ToolChunk, ToolResponse
 from ._as_tool import PARKED_KEY
 from ._background import INTERRUPTED_TEXT, Supervisor, wants_background
 from ._protocol import ActingItem, AgentLike
 from ._reply import Reply, StopReply
-from ._results import ResultWriter, chunk_events
+from ._results import ResultWriter, chunk_events, park_on_question
 
 __all__ = ["Actor"]
 
@@ -356,6 +356,11 @@ class Actor:
         if response.metadata.get(PARKED_KEY):
             # An agent called as a tool parked: this call waits for it (see AgentTool).
             call.state = ToolCallState.SUBMITTED
+            return _Outcome.HITL
+        if response.metadata.get(MCP_QUESTION_KEY):
+            # An MCP server asked the user a question: parked like an external tool's call
+            # (MCPTool.resume continues it with the answer; see Resumer.apply).
+            await park_on_question(agent.state.reply_id, call, emit)
             return _Outcome.HITL
         result = ToolResultBlock(
             id=call.id,

@@ -6,6 +6,7 @@ reply's cleanup (an interrupted result for every call still without one).
 
 from __future__ import annotations
 
+import copy
 import logging
 
 from .._core.emit import Emit
@@ -13,6 +14,7 @@ from .._core.ids import generate_timestamp
 from ..event import (
     AgentEvent,
     CustomEvent,
+    RequireExternalExecutionEvent,
     ToolResultDataDeltaEvent,
     ToolResultEndEvent,
     ToolResultStartEvent,
@@ -31,7 +33,14 @@ from ..tool import ToolChunk
 from ._background import INTERRUPTED_TEXT
 from ._state import AgentState
 
-__all__ = ["ABORTED_TEXT", "INTERRUPTED_TEXT", "ResultWriter", "chunk_events", "output_events"]
+__all__ = [
+    "ABORTED_TEXT",
+    "INTERRUPTED_TEXT",
+    "ResultWriter",
+    "chunk_events",
+    "output_events",
+    "park_on_question",
+]
 
 logger = logging.getLogger("trioagent.agent")
 
@@ -191,3 +200,11 @@ def output_events(
             )
         )
     return events
+
+
+async def park_on_question(reply_id: str, call: ToolCallBlock, emit: Emit[AgentEvent]) -> None:
+    """Park ``call`` on its MCP server's question, as an external tool's call parks: the
+    caller reads the question with ``MCPTool.question(call.id)`` and answers it with an
+    ``ExternalExecutionResultEvent`` (``MCPTool.answer``)."""
+    call.state = ToolCallState.SUBMITTED
+    await emit(RequireExternalExecutionEvent(reply_id=reply_id, tool_calls=[copy.deepcopy(call)]))

@@ -18,10 +18,11 @@ from ..event import (
     UserInterruptEvent,
 )
 from ..message import ToolCallBlock, ToolCallState, ToolResultBlock, ToolResultState
+from ..tool import MCP_QUESTION_KEY, MCPTool
 from ._as_tool import PARKED_KEY, AgentTool, nested_waiting
 from ._protocol import AgentLike
 from ._reply import ReplyTools
-from ._results import ResultWriter, output_events
+from ._results import ResultWriter, output_events, park_on_question
 
 __all__ = ["ResumeEvent", "Resumer", "parked_summary"]
 
@@ -147,6 +148,8 @@ class Resumer:
             tool = tools.get_tool(call.name)
             if isinstance(tool, AgentTool):
                 await tool.abort()
+            elif isinstance(tool, MCPTool):
+                tool.forget(call.id)  # nothing is open on the server: the question is dropped
 
     async def apply(
         self,
@@ -191,6 +194,37 @@ class Resumer:
             return
         for result in event.execution_results:
             call = calls[result.id]
+            mcp_tool = tools.get_tool(call.name)
+            if isinstance(mcp_tool, MCPTool) and mcp_tool.question(call.id) is not None:
+                await self._answer_mcp(call, mcp_tool, result, emit, writer)
+                continue
             for item in output_events(agent.state.reply_id, call.id, result.output):
                 await emit(item)
             await writer.finish(call, emit, copy.deepcopy(result))
+
+    async def _answer_mcp(
+        self,
+        call: ToolCallBlock,
+        tool: MCPTool,
+        answer: ToolResultBlock,
+        emit: Emit[AgentEvent],
+        writer: ResultWriter,
+    ) -> None:
+        """Continue an MCP call parked on its server's question with the user's answer; it
+        parks again on the server's next question.  Cancelled meanwhile, the reply's cleanup
+        gives the call its interrupted result."""
+        reply_id = self._agent.state.reply_id
+        response = await tool.resume(call.id, answer)
+        if response.metadata.get(MCP_QUESTION_KEY):
+            await park_on_question(reply_id, call, emit)
+            return
+        for item in output_events(reply_id, call.id, response.content):
+            await emit(item)
+        result = ToolResultBlock(
+            id=call.id,
+            name=call.name,
+            output=list(response.content),
+            state=response.state,
+            metadata=dict(response.metadata),
+        )
+        await writer.finish(call, emit, result)

@@ -7,7 +7,8 @@ A client declares a capability only when it was given what answers it:
   :class:`~trioagent.permission.PermissionEngine` as a call of the pseudo-tool
   ``mcp__{server}__sampling`` (rules, mode), exactly like a tool call; an ASK goes to the
   ``confirm`` callback, and without one the request is declined;
-* **elicitation** (``elicitation/create``): an :data:`ElicitationCallback` returns the user's
+* **elicitation** (``elicitation/create``): ``"park"`` parks the reply on the question (see
+  ``MCPClient``); otherwise an :data:`ElicitationCallback` returns the user's
   answer, or declines;
 * **roots** (``roots/list``): the given directories, as ``file://`` URIs; with
   ``roots="agent"`` the working directories of the agent using the client (the process's
@@ -264,7 +265,7 @@ def session_callbacks(
     server: str,
     *,
     sampling: MCPSampling | None,
-    elicitation: ElicitationCallback | None,
+    elicitation: ElicitationCallback | Literal["park"] | None,
     roots: Callable[[], Sequence[str | os.PathLike[str]]] | None,
     log_level: mcp_types.LoggingLevel | None,
 ) -> SessionCallbacks:
@@ -284,12 +285,29 @@ def session_callbacks(
             return await sampling.answer(server, params)
 
         callbacks["sampling_callback"] = on_sampling
-    if elicitation is not None:
+    if elicitation == "park":
 
         async def on_elicitation(
             context: ClientRequestContext, params: mcp_types.ElicitRequestParams
         ) -> mcp_types.ElicitResult:
-            return await elicit(server, elicitation, params)
+            # Only a handshake-era session (before 2026-07-28) asks inside a live call,
+            # which cannot outlive a parked reply.
+            logger.warning(
+                "MCP server %r asked a question inside a live call (a protocol before "
+                '2026-07-28); elicitation="park" cannot park it, so it is declined',
+                server,
+            )
+            await trio.lowlevel.checkpoint()
+            return mcp_types.ElicitResult(action="decline")
+
+        callbacks["elicitation_callback"] = on_elicitation
+    elif elicitation is not None:
+        answer = elicitation
+
+        async def on_elicitation(
+            context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+        ) -> mcp_types.ElicitResult:
+            return await elicit(server, answer, params)
 
         callbacks["elicitation_callback"] = on_elicitation
     if roots is not None:
@@ -309,7 +327,7 @@ class ServerAnswers:
 
     _name: str
     sampling: MCPSampling | None
-    elicitation: ElicitationCallback | None
+    elicitation: ElicitationCallback | Literal["park"] | None
     roots: list[str | os.PathLike[str]] | Literal["agent"] | None
     log_level: mcp_types.LoggingLevel | None
     _agent_permissions: PermissionEngine | None = None

@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import mcp_types
 import trio
@@ -53,6 +53,7 @@ from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, offered_tools, requires_task
 from ._errors import MCPClientError, connection_lost, describe
 from ._http import HttpTransport
+from ._park import parked_call
 from ._resources import MCPResourceReader, ResourcesAndPrompts
 from ._stdio import StdioTransport
 from ._tasks import call_as_task, supports_task_calls
@@ -97,7 +98,9 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
             the connection broke) connects again after this many seconds, the wait doubling
             after each failed attempt up to 30 s; ``None``: it stays down.
         sampling: answers the server's sampling requests (declares ``sampling``).
-        elicitation: answers the server's questions (declares ``elicitation``).
+        elicitation: answers the server's questions (declares ``elicitation``): a callback
+            answers them while the call waits; ``"park"`` parks the reply on each question
+            like ``AskUser`` (protocol 2026-07-28 servers; see ``docs/mcp.md``).
         roots: the directories the server may work in (declares ``roots``); ``"agent"``: the
             working directories of the agent whose toolkit holds the client.
         log_level: the lowest server log level asked for on a 2026-07-28 connection (earlier
@@ -125,7 +128,7 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         connect_timeout: float | None = 30.0,
         reconnect_delay: float | None = 0.5,
         sampling: MCPSampling | None = None,
-        elicitation: ElicitationCallback | None = None,
+        elicitation: ElicitationCallback | Literal["park"] | None = None,
         roots: Sequence[str | os.PathLike[str]] | Literal["agent"] | None = None,
         log_level: mcp_types.LoggingLevel | None = "info",
         resource_tool: bool = True,
@@ -253,18 +256,40 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         """
         progress = cast(ProgressFnT | None, on_progress)
 
+        convert = functools.partial(convert_result, read_tool=self._reader_name)
+
         async def call(session: Client) -> mcp_types.CallToolResult:
             if tool in self._task_tools:
                 return await call_as_task(session.session, tool, arguments, progress)
             return await session.call_tool(tool, arguments, progress_callback=progress)
 
+        async def send(
+            answers: mcp_types.InputResponses | None, state: str | None
+        ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+            async def once(session: Client) -> Any:
+                return await session.session.call_tool(
+                    tool,
+                    arguments,
+                    progress_callback=progress,
+                    input_responses=answers,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+
+            return await self._calling(once)
+
+        if self.elicitation == "park" and tool not in self._task_tools:
+            return await parked_call(self._name, send, convert)
+        return convert(await self._calling(call))
+
+    async def _calling(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
+        """:meth:`_with_session` for a tool call: every failure is an :class:`MCPCallError`."""
         try:
-            result = await self._with_session(call)
+            return await self._with_session(operation)
         except MCPClientError as exc:
             raise MCPCallError(str(exc)) from None
         except Exception as exc:
             raise MCPCallError(describe(exc)) from None
-        return convert_result(result, read_tool=self._reader_name)
 
     # -- listing -------------------------------------------------------------------------------
 

@@ -27,9 +27,11 @@ from ._function import FunctionTool as FunctionTool
 from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
 from ._mcp import (
     MAX_TOOL_NAME as MAX_TOOL_NAME,
+    MCP_QUESTION_KEY as MCP_QUESTION_KEY,
     MCPCallError as MCPCallError,
     MCPCallResult as MCPCallResult,
     MCPConnection as MCPConnection,
+    MCPQuestion as MCPQuestion,
     MCPTool as MCPTool,
     MCPToolSource as MCPToolSource,
     MCPToolSpec as MCPToolSpec,
@@ -50,6 +52,7 @@ from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 
 __all__ = [
     "MAX_TOOL_NAME",
+    "MCP_QUESTION_KEY",
     "AskUser",
     "AskUserAnswer",
     "Bash",
@@ -62,6 +65,7 @@ __all__ = [
     "MCPCallError",
     "MCPCallResult",
     "MCPConnection",
+    "MCPQuestion",
     "MCPTool",
     "MCPToolSource",
     "MCPToolSpec",

@@ -19,6 +19,10 @@ What an :class:`MCPTool` does with a call:
 * progress notifications become chunks with ``metadata["mcp_progress"]`` (the agent turns them
   into ``CustomEvent("mcp_progress")``) when ``stream_progress`` is on;
 * an execution timeout cancels the request (the server is told) and gives an error result;
+* a server question that parks the call (an :class:`MCPQuestion`, from an ``MCPClient`` with
+  ``elicitation="park"``) makes a response with ``metadata[MCP_QUESTION_KEY]``: the agent parks
+  the reply on the call like an external tool's, and :meth:`MCPTool.resume` continues the call
+  with the user's answer (:meth:`MCPTool.answer` builds it);
 * a server-side error result, a protocol error or a lost connection gives an error result the
   model can read.  Cancelling the reply cancels the request and propagates.
 """
@@ -36,21 +40,25 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
+import jsonschema
 import trio
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.copying import deep_copy
 from .._core.json_types import JSONObject, JSONValue
-from ..message import DataBlock, TextBlock, ToolResultState
+from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
-from ._response import MCP_PROGRESS_KEY, Emit, ToolChunk, error_chunk
+from ._response import MCP_PROGRESS_KEY, Emit, ToolChunk, ToolResponse, error_chunk
+from ._worker import CURRENT_CALL_ID
 
 __all__ = [
     "MAX_TOOL_NAME",
+    "MCP_QUESTION_KEY",
     "MCPCallError",
     "MCPCallResult",
     "MCPConnection",
+    "MCPQuestion",
     "MCPTool",
     "MCPToolSource",
     "MCPToolSpec",
@@ -80,12 +88,45 @@ class MCPCallError(Exception):
     """
 
 
+#: Marks the response of an MCP call parked on its server's question; the value is the
+#: question (the ``elicitation/create`` parameters as JSON, with the server's name).
+MCP_QUESTION_KEY = "trioagent.mcp_question"
+
+#: What the user's answer to an :class:`MCPQuestion` holds (an external result's metadata).
+ANSWER_SCHEMA: JSONObject = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": ["accept", "decline", "cancel"]},
+        "content": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+    },
+    "required": ["action"],
+}
+
+
 @attrs.frozen
 class MCPCallResult:
-    """A server's answer to one tool call, converted into our blocks."""
+    """A server's answer to one tool call, converted into our blocks; ``asks``: the call is
+    not over but waits for the user's answer to the server's question."""
 
     content: list[TextBlock | DataBlock]
     is_error: bool = False
+    asks: MCPQuestion | None = None
+
+
+@attrs.frozen
+class MCPQuestion:
+    """A server's question that a call waits on (nothing of it is open on the server).
+
+    ``question`` is what to show (``server``, ``message``, and ``requestedSchema`` or
+    ``url``); ``answer`` continues the call with the user's answer (:data:`ANSWER_SCHEMA`).
+    """
+
+    question: JSONObject
+    answer: Callable[[JSONObject], Awaitable[MCPCallResult]]
+
+
+def _error(text: str) -> MCPCallResult:
+    return MCPCallResult(content=[TextBlock(text=text)], is_error=True)
 
 
 @attrs.frozen
@@ -229,6 +270,8 @@ class MCPTool(ToolBase):
         self.is_read_only = spec.read_only
         self.execution_timeout = execution_timeout
         self.stream_progress = stream_progress
+        #: The calls parked on their server's question, by call id.
+        self._parked: dict[str, MCPQuestion] = {}
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r})"
@@ -256,22 +299,98 @@ class MCPTool(ToolBase):
 
     async def call(self, emit: Emit, /, **kwargs: JSONValue) -> ToolChunk:
         """Run the call on the server; progress goes to ``emit``, the result is returned."""
+
+        async def send() -> MCPCallResult:
+            if self.stream_progress:
+                return await self._call_with_progress(dict(kwargs), emit)
+            return await self.connection.call_tool(self.spec.name, dict(kwargs), None)
+
+        return self._park(CURRENT_CALL_ID.get(), await self._timed(send))
+
+    async def _timed(self, send: Callable[[], Awaitable[MCPCallResult]]) -> MCPCallResult:
+        """``send``'s result; a protocol error or the timeout as an error result."""
         timeout = math.inf if self.execution_timeout is None else self.execution_timeout
         with trio.move_on_after(timeout) as scope:
             try:
-                if self.stream_progress:
-                    result = await self._call_with_progress(dict(kwargs), emit)
-                else:
-                    result = await self.connection.call_tool(self.spec.name, dict(kwargs), None)
+                return await send()
             except MCPCallError as exc:
-                return error_chunk(f"Error occurred when calling MCP tool: {exc}")
-        if scope.cancelled_caught:
-            return error_chunk(
-                f"Error occurred when calling MCP tool: the call to {self.spec.name!r} timed "
-                f"out after {self.execution_timeout:g} s and was cancelled."
-            )
+                return _error(f"Error occurred when calling MCP tool: {exc}")
+        assert scope.cancelled_caught
+        return _error(
+            f"Error occurred when calling MCP tool: the call to {self.spec.name!r} timed "
+            f"out after {self.execution_timeout:g} s and was cancelled."
+        )
+
+    def _park(self, call_id: str | None, result: MCPCallResult) -> ToolChunk:
+        """The result as a chunk; one that asks a question keeps it under ``call_id`` and
+        carries it in ``metadata[MCP_QUESTION_KEY]``."""
         state = ToolResultState.ERROR if result.is_error else ToolResultState.RUNNING
-        return ToolChunk(content=list(result.content), state=state)
+        chunk = ToolChunk(content=list(result.content), state=state)
+        if result.asks is not None:
+            if call_id is None:
+                return error_chunk(
+                    "Error occurred when calling MCP tool: the server asked a question "
+                    "outside a tool call of an agent, where it cannot be parked."
+                )
+            self._parked[call_id] = result.asks
+            chunk.metadata[MCP_QUESTION_KEY] = deep_copy(result.asks.question)
+        return chunk
+
+    # -- a call parked on its server's question ----------------------------------------------
+
+    def question(self, call_id: str) -> JSONObject | None:
+        """The question the call ``call_id`` waits on (``None``: it waits on none)."""
+        asks = self._parked.get(call_id)
+        return None if asks is None else deep_copy(asks.question)
+
+    @staticmethod
+    def answer(
+        tool_call_id: str,
+        name: str,
+        action: str,
+        content: JSONObject | None = None,
+    ) -> ToolResultBlock:
+        """The result to resume a reply parked on an MCP server's question with
+        (``ExternalExecutionResultEvent``): ``action`` is ``"accept"`` (with the form's
+        ``content``), ``"decline"`` or ``"cancel"``."""
+        metadata: JSONObject = {"action": action, "content": content}
+        return ToolResultBlock(
+            id=tool_call_id,
+            name=name,
+            output=f"The user answered the MCP server's question: {action}.",
+            state=ToolResultState.SUCCESS,
+            metadata=metadata,
+        )
+
+    async def check_external_result(self, result: ToolResultBlock) -> None:
+        """Accept only an answer (:meth:`answer`) to a call parked on its server's question.
+
+        Raises:
+            ValueError: the call waits on no question.
+            jsonschema.ValidationError: the answer is malformed.
+        """
+        if result.id not in self._parked:
+            raise ValueError(
+                f"Tool call {result.id!r} of MCP tool {self.name!r} waits on no question of "
+                "its server."
+            )
+        jsonschema.validate(result.metadata, ANSWER_SCHEMA)
+
+    async def resume(self, call_id: str, answer: ToolResultBlock) -> ToolResponse:
+        """Continue the call ``call_id`` with the user's answer (checked by
+        :meth:`check_external_result`): its response, marked again if the server asks
+        another question."""
+        asks = self._parked.pop(call_id)
+        reply = dict(answer.metadata)
+        chunk = self._park(call_id, await self._timed(lambda: asks.answer(reply)))
+        state = ToolResultState.SUCCESS if chunk.state == ToolResultState.RUNNING else chunk.state
+        return ToolResponse(
+            id=call_id, content=list(chunk.content), state=state, metadata=dict(chunk.metadata)
+        )
+
+    def forget(self, call_id: str) -> None:
+        """Drop the question of a parked call that was aborted."""
+        self._parked.pop(call_id, None)
 
     async def _call_with_progress(self, arguments: JSONObject, emit: Emit) -> MCPCallResult:
         """Call in a child task; forward its progress to ``emit`` from this task.
