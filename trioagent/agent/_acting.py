@@ -43,7 +43,7 @@ from ._as_tool import PARKED_KEY
 from ._background import INTERRUPTED_TEXT, Supervisor, wants_background
 from ._protocol import ActingItem, AgentLike
 from ._reply import Reply, StopReply
-from ._results import ResultWriter, chunk_events, park_on_question
+from ._results import ResultWriter, chunk_events, park_on_question, result_of_response
 
 __all__ = ["Actor"]
 
@@ -362,13 +362,7 @@ class Actor:
             # (MCPTool.resume continues it with the answer; see Resumer.apply).
             await park_on_question(agent.state.reply_id, call, emit)
             return _Outcome.HITL
-        result = ToolResultBlock(
-            id=call.id,
-            name=call.name,
-            output=list(response.content),
-            state=response.state,
-            metadata=dict(response.metadata),
-        )
+        result = result_of_response(call, response)
         await writer.finish(call, emit, await self._truncate(result))
         if response.state == ToolResultState.INTERRUPTED:
             return _Outcome.INTERRUPTED

@@ -29,7 +29,7 @@ from ..message import (
     ToolResultBlock,
     ToolResultState,
 )
-from ..tool import ToolChunk
+from ..tool import ToolChunk, ToolResponse
 from ._background import INTERRUPTED_TEXT
 from ._state import AgentState
 
@@ -40,6 +40,7 @@ __all__ = [
     "chunk_events",
     "output_events",
     "park_on_question",
+    "result_of_response",
 ]
 
 logger = logging.getLogger("trioagent.agent")
@@ -208,3 +209,14 @@ async def park_on_question(reply_id: str, call: ToolCallBlock, emit: Emit[AgentE
     ``ExternalExecutionResultEvent`` (``MCPTool.answer``)."""
     call.state = ToolCallState.SUBMITTED
     await emit(RequireExternalExecutionEvent(reply_id=reply_id, tool_calls=[copy.deepcopy(call)]))
+
+
+def result_of_response(call: ToolCallBlock, response: ToolResponse) -> ToolResultBlock:
+    """The result block of ``call`` from its tool's final response."""
+    return ToolResultBlock(
+        id=call.id,
+        name=call.name,
+        output=list(response.content),
+        state=response.state,
+        metadata=dict(response.metadata),
+    )

@@ -22,7 +22,7 @@ from ..tool import MCP_QUESTION_KEY, MCPTool
 from ._as_tool import PARKED_KEY, AgentTool, nested_waiting
 from ._protocol import AgentLike
 from ._reply import ReplyTools
-from ._results import ResultWriter, output_events, park_on_question
+from ._results import ResultWriter, output_events, park_on_question, result_of_response
 
 __all__ = ["ResumeEvent", "Resumer", "parked_summary"]
 
@@ -220,11 +220,4 @@ class Resumer:
             return
         for item in output_events(reply_id, call.id, response.content):
             await emit(item)
-        result = ToolResultBlock(
-            id=call.id,
-            name=call.name,
-            output=list(response.content),
-            state=response.state,
-            metadata=dict(response.metadata),
-        )
-        await writer.finish(call, emit, result)
+        await writer.finish(call, emit, result_of_response(call, response))

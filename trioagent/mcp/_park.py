@@ -22,7 +22,7 @@ from .._core.json_types import JSONObject
 from ..message import TextBlock
 from ..tool import MCPCallResult, MCPQuestion
 
-__all__ = ["Send", "parked_call"]
+__all__ = ["parked_call"]
 
 #: Sends the call (again): ``(answers, request_state)`` → the server's result.
 Send = Callable[
