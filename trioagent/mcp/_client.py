@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 import mcp_types
 import trio
@@ -41,7 +41,6 @@ from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
 from ..tool import (
     MAX_TOOL_NAME,
-    MCPCallError,
     MCPCallResult,
     MCPTool,
     MCPToolSpec,
@@ -51,9 +50,9 @@ from ..tool import (
 from ._capabilities import ElicitationCallback, MCPSampling, ServerAnswers
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, offered_tools, requires_task
-from ._errors import MCPClientError, connection_lost, describe
+from ._errors import MCPClientError, call_errors, connection_lost, describe
 from ._http import HttpTransport
-from ._park import parked_call
+from ._park import parked_call, sender
 from ._resources import MCPResourceReader, ResourcesAndPrompts
 from ._stdio import StdioTransport
 from ._tasks import call_as_task, supports_task_calls
@@ -257,39 +256,18 @@ class MCPClient(ResourcesAndPrompts, ServerAnswers):
         progress = cast(ProgressFnT | None, on_progress)
 
         convert = functools.partial(convert_result, read_tool=self._reader_name)
+        if self.elicitation == "park" and tool not in self._task_tools:
+            send = sender(self._with_session, tool, arguments, progress)
+            return await parked_call(self._name, send, convert)
 
         async def call(session: Client) -> mcp_types.CallToolResult:
             if tool in self._task_tools:
                 return await call_as_task(session.session, tool, arguments, progress)
             return await session.call_tool(tool, arguments, progress_callback=progress)
 
-        async def send(
-            answers: mcp_types.InputResponses | None, state: str | None
-        ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-            async def once(session: Client) -> Any:
-                return await session.session.call_tool(
-                    tool,
-                    arguments,
-                    progress_callback=progress,
-                    input_responses=answers,
-                    request_state=state,
-                    allow_input_required=True,
-                )
-
-            return await self._calling(once)
-
-        if self.elicitation == "park" and tool not in self._task_tools:
-            return await parked_call(self._name, send, convert)
-        return convert(await self._calling(call))
-
-    async def _calling(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """:meth:`_with_session` for a tool call: every failure is an :class:`MCPCallError`."""
-        try:
-            return await self._with_session(operation)
-        except MCPClientError as exc:
-            raise MCPCallError(str(exc)) from None
-        except Exception as exc:
-            raise MCPCallError(describe(exc)) from None
+        with call_errors():
+            result = await self._with_session(call)
+        return convert(result)
 
     # -- listing -------------------------------------------------------------------------------
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import httpx2
 import mcp_types
 import trio
 from mcp.shared.exceptions import MCPError
 
-__all__ = ["MCPClientError", "connection_lost", "describe"]
+from ..tool import MCPCallError
+
+__all__ = ["MCPClientError", "call_errors", "connection_lost", "describe"]
 
 
 class MCPClientError(Exception):
@@ -36,3 +41,14 @@ def connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, MCPError):
         return exc.code == mcp_types.CONNECTION_CLOSED
     return isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError)
+
+
+@contextlib.contextmanager
+def call_errors() -> Iterator[None]:
+    """Every failure of a tool call as an :class:`MCPCallError` (what the model reads)."""
+    try:
+        yield
+    except MCPClientError as exc:
+        raise MCPCallError(str(exc)) from None
+    except Exception as exc:
+        raise MCPCallError(describe(exc)) from None

@@ -15,14 +15,18 @@ Only elicitations park; a round that also asks for sampling or roots gives an er
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import mcp_types
+from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
 
 from .._core.json_types import JSONObject
 from ..message import TextBlock
 from ..tool import MCPCallResult, MCPQuestion
+from ._errors import call_errors
 
-__all__ = ["parked_call"]
+__all__ = ["parked_call", "sender"]
 
 #: Sends the call (again): ``(answers, request_state)`` → the server's result.
 Send = Callable[
@@ -31,6 +35,36 @@ Send = Callable[
 ]
 #: The server's final result as ours.
 Convert = Callable[[mcp_types.CallToolResult], MCPCallResult]
+
+
+def sender(
+    with_session: Callable[[Callable[[Client], Awaitable[Any]]], Awaitable[Any]],
+    tool: str,
+    arguments: JSONObject,
+    progress: ProgressFnT | None,
+) -> Send:
+    """Sends the call ``tool(arguments)`` on the client's session (``with_session``), taking
+    input-required results; a failure is an ``MCPCallError``."""
+
+    async def send(
+        answers: mcp_types.InputResponses | None, state: str | None
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        async def once(session: Client) -> Any:
+            return await session.session.call_tool(
+                tool,
+                arguments,
+                progress_callback=progress,
+                input_responses=answers,
+                request_state=state,
+                allow_input_required=True,
+            )
+
+        with call_errors():
+            result: mcp_types.CallToolResult | mcp_types.InputRequiredResult
+            result = await with_session(once)
+        return result
+
+    return send
 
 
 async def parked_call(server: str, send: Send, convert: Convert) -> MCPCallResult:
