@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TextIO
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from ..agent import Agent
@@ -405,9 +405,9 @@ def model_spec_problem(spec: str) -> str | None:
 def base_url_problem(base_url: str) -> str | None:
     """What is wrong with ``--base-url``: not an http(s) URL with a host and a valid port."""
     try:
-        url = httpx.URL(base_url)
+        url = httpx2.URL(base_url)
         _ = url.port
-    except httpx.InvalidURL as exc:
+    except httpx2.InvalidURL as exc:
         return f"invalid base URL {base_url!r}: {exc}"
     if url.scheme not in ("http", "https") or not url.host:
         return (
@@ -440,7 +440,7 @@ async def check_reachable(base_url: str) -> None:
         raise ChatSetupError(problem)
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return
-    url = httpx.URL(base_url)
+    url = httpx2.URL(base_url)
     port = url.port or (443 if url.scheme == "https" else 80)
     host = url.host
     failure = "timed out"
