@@ -55,7 +55,12 @@ from ..event import (
     ToolResultTextDeltaEvent,
     UserInterruptEvent,
 )
-from ..exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
+from ..exception import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelCredentialError,
+    TrioagentError,
+)
 from ..message import UserMsg
 from ..model import PROVIDERS, ChatModelBase, chat_model_from_spec, credential_from_spec
 from ..permission import PermissionDecision
@@ -85,7 +90,7 @@ LONG_ECHO = 200
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 
 
-class ChatSetupError(Exception):
+class ChatSetupError(TrioagentError):
     """A problem that stops the chat before (or instead of) talking: one line, exit code 2."""
 
 

@@ -37,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
+from ..exception import TrioagentError
 from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, tool_spec
@@ -51,7 +52,7 @@ _LISTEN_ACK_TIMEOUT = 5.0
 _T = TypeVar("_T")
 
 
-class MCPClientError(Exception):
+class MCPClientError(TrioagentError):
     """The client cannot do what was asked: not connected, the server unreachable or gone."""
 
 

@@ -24,7 +24,7 @@ import httpx2
 
 from .._core.json_types import JSONValue
 from .._http import HTTPClientOwner, send_request
-from ..exception import ModelError
+from ..exception import ModelError, TrioagentError
 
 __all__ = ["API_KEY_ENV", "DEFAULT_HOST", "Mem0APIError", "Mem0PlatformClient"]
 
@@ -32,7 +32,7 @@ API_KEY_ENV = "MEM0_API_KEY"
 DEFAULT_HOST = "https://api.mem0.ai"
 
 
-class Mem0APIError(Exception):
+class Mem0APIError(TrioagentError):
     """A Mem0 platform request failed (``status_code`` is set when the server answered)."""
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:

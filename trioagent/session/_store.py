@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ..agent import AgentState
+from ..exception import TrioagentError
 from ..serialization import SerializationError, dumps, loads
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
 MAX_SESSION_ID = 512
 
 
-class SessionStoreError(Exception):
+class SessionStoreError(TrioagentError):
     """A store could not do what was asked (unreachable, corrupt data, a bad name)."""
 
 

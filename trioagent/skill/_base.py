@@ -6,10 +6,12 @@ import abc
 
 import attrs
 
+from ..exception import TrioagentError
+
 __all__ = ["Skill", "SkillFormatError", "SkillLoaderBase"]
 
 
-class SkillFormatError(ValueError):
+class SkillFormatError(TrioagentError, ValueError):
     """A ``SKILL.md`` that cannot be read as a skill (no frontmatter, a bad line, a missing
     ``name`` or ``description``).  The message names the file and what is wrong."""
 

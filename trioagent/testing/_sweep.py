@@ -28,6 +28,7 @@ from ..event import (
     AgentEvent,
     ReplyEndEvent,
 )
+from ..exception import TrioagentError
 from ..message import Msg, ToolCallBlock, ToolCallState, ToolResultBlock
 from ..serialization import dumps, loads
 
@@ -48,7 +49,7 @@ class CancelMode(enum.StrEnum):
     OUTER = "outer"  #: an enclosing cancel scope; ``trio.Cancelled`` must propagate
 
 
-class SweepViolation(AssertionError):
+class SweepViolation(TrioagentError, AssertionError):
     """A run broke one of the reply rules; the message names the rule and the point."""
 
 

@@ -33,6 +33,7 @@ import trio
 from .._core.concurrency import reraise_unwrapped
 from .._core.copying import deep_copy
 from .._core.json_types import JSONObject, JSONValue
+from ..exception import TrioagentError
 from ..message import DataBlock, TextBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
@@ -60,7 +61,7 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 _ILLEGAL_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-class MCPCallError(Exception):
+class MCPCallError(TrioagentError):
     """A call could not reach a result: a protocol error, a lost or broken connection.
 
     The text is what the model reads (after ``"Error occurred when calling MCP tool: "``); it

@@ -1,0 +1,136 @@
+"""What an install brings: a core that imports without any extra, one HTTP stack, a clear
+``MissingExtraError`` for a feature whose extra is missing, and package facades that import
+their submodules only when a name is used.
+
+Each check runs in a fresh interpreter in which the optional packages are blocked by a
+meta-path finder, as if they were not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: The packages of the extras (mcp, pdf, redis, espeak), and the HTTP stack trioagent left.
+BLOCKED = ("mcp", "pypdf", "coredis", "espeakng_loader", "httpx", "httpcore")
+
+_BLOCKER = f"""
+import importlib.abc, sys
+
+class _Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Blocker())
+"""
+
+#: Every public subpackage that needs no extra.
+CORE_PACKAGES = [
+    "agent",
+    "classifier",
+    "cli",
+    "credential",
+    "event",
+    "exception",
+    "formatter",
+    "memory",
+    "message",
+    "middleware",
+    "model",
+    "permission",
+    "rag",
+    "serialization",
+    "session",
+    "skill",
+    "testing",
+    "tool",
+    "tts",
+    "types",
+]
+
+#: Facades whose names are imported on first use (PEP 562).
+LAZY_FACADES = [
+    "trioagent",
+    "trioagent.model",
+    "trioagent.tool",
+    "trioagent.formatter",
+    "trioagent.middleware",
+]
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCKER + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_core_imports_without_any_extra_and_without_httpx() -> None:
+    done = run_python(
+        f"""
+        import importlib, sys
+        for name in {CORE_PACKAGES!r}:
+            module = importlib.import_module("trioagent." + name)
+            for public in getattr(module, "__all__", []):
+                getattr(module, public)
+        from trioagent import Agent, TrioagentError, UserMsg
+        loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r}))
+        print("loaded:", loaded)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "loaded: []"
+
+
+def test_mcp_without_its_extra_names_the_install_command() -> None:
+    done = run_python(
+        """
+        from trioagent.exception import MissingExtraError
+        try:
+            from trioagent.mcp import MCPClient
+        except MissingExtraError as exc:
+            assert isinstance(exc, ImportError) and exc.name == "mcp" and exc.extra == "mcp"
+            print(exc)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "trioagent.mcp needs the 'mcp' extra: pip install 'trioagent[mcp]'"
+    )
+
+
+def test_importing_the_agent_leaves_the_other_subpackages_unloaded() -> None:
+    done = run_python(
+        """
+        import sys
+        from trioagent import Agent
+        unneeded = ("trioagent.middleware", "trioagent.model._openai", "trioagent.model._anthropic",
+                    "trioagent.model._gemini", "trioagent.model._registry", "trioagent.formatter._openai",
+                    "trioagent.tool._builtin", "trioagent.rag", "trioagent.tts", "trioagent.classifier",
+                    "trioagent.mcp", "trioagent.session", "trioagent.memory", "opentelemetry")
+        print(sorted(m for m in sys.modules if m.startswith(unneeded)))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("facade", LAZY_FACADES)
+def test_every_lazy_name_resolves_to_its_definition(facade: str) -> None:
+    module = importlib.import_module(facade)
+    assert set(module.__all__) <= set(dir(module))
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert value is not None
+        assert value is getattr(module, name)  # cached after the first read
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
+        getattr(module, "NoSuchName")  # noqa: B009
