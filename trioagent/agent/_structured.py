@@ -6,11 +6,9 @@ keeps reminding the model to call it; the reply completes once a valid object wa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
-
-import jsonschema
-from jsonschema import validators
 
 from ..message import TextBlock
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
@@ -23,8 +21,14 @@ __all__ = ["STRUCTURED_OUTPUT_TOOL_NAME", "StructuredOutputTool"]
 STRUCTURED_OUTPUT_TOOL_NAME = "GenerateStructuredOutput"
 
 
-def _extend_with_defaults(base: Any) -> Any:
-    """A jsonschema validator class that also fills ``default`` values into objects."""
+@functools.cache
+def _filling_validator() -> Any:
+    """A jsonschema validator class that also fills ``default`` values into objects (built
+    on first use: jsonschema is not imported with trioagent)."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = jsonschema.Draft202012Validator
     validate_properties = base.VALIDATORS["properties"]
 
     def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -35,9 +39,6 @@ def _extend_with_defaults(base: Any) -> Any:
         yield from validate_properties(validator, properties, instance, schema)
 
     return validators.extend(base, {"properties": set_defaults})  # type: ignore[no-untyped-call]
-
-
-_FillingValidator = _extend_with_defaults(jsonschema.Draft202012Validator)
 
 
 class StructuredOutputTool(ToolBase):
@@ -81,7 +82,7 @@ class StructuredOutputTool(ToolBase):
             else:
                 instance = dict(kwargs)
                 errors = sorted(
-                    _FillingValidator(schema).iter_errors(instance), key=lambda e: list(e.path)
+                    _filling_validator()(schema).iter_errors(instance), key=lambda e: list(e.path)
                 )
                 if errors:
                     raise ValueError("; ".join(f"{e.json_path}: {e.message}" for e in errors))
