@@ -6,7 +6,7 @@ Not a test module (no ``test_`` prefix); the test modules import it as ``agent_k
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -106,6 +106,41 @@ async def run_and_interrupt(
         await trio.sleep(after)
         agent.interrupt()
     return (result[0] if result else None), events
+
+
+async def reply_cancelled(
+    agent: Agent,
+    inputs: Any,
+    mode: str,
+    when: Callable[[], Awaitable[object]],
+    on_event: Callable[[AgentEvent], Awaitable[None]],
+) -> tuple[Msg | None, bool, float]:
+    """Run ``agent.reply(inputs, on_event=...)`` and cancel it once ``await when()`` returns:
+    ``agent.interrupt()`` (``mode="interrupt"``) or an enclosing scope (``"outer"``).
+
+    Returns the Msg (``None`` when the cancellation propagated), whether the outer scope
+    caught the cancellation, and the (trio) time from the cancellation to the reply's end.
+    """
+    result: list[Msg] = []
+    outer = trio.CancelScope()
+
+    async def reply() -> None:
+        with outer:
+            result.append(await agent.reply(inputs, on_event=on_event))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reply)
+        await when()
+        cancelled_at = trio.current_time()
+        if mode == "interrupt":
+            agent.interrupt()
+        else:
+            outer.cancel()
+    return (
+        (result[0] if result else None),
+        outer.cancelled_caught,
+        trio.current_time() - cancelled_at,
+    )
 
 
 def kinds(events: Sequence[AgentEvent]) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,12 +41,15 @@ def build_server(
     *,
     growing: bool = False,
     listen: bool = True,
+    spawning: bool = False,
 ) -> MCPServer:
     """The test server; ``events`` (in-process use) receives the journal lines too.  A
     ``growing`` server also has ``grow``, which adds the tool ``extra`` and tells the client
     its tools changed (on ``subscriptions/listen`` streams, and as
     ``notifications/tools/list_changed``).  Without ``listen`` it serves no
-    ``subscriptions/listen`` (as servers before protocol 2026-07-28)."""
+    ``subscriptions/listen`` (as servers before protocol 2026-07-28).  A ``spawning`` server
+    also has ``spawn``, which starts a child process that outlives the server unless its
+    process group is ended."""
     server = MCPServer(name, subscriptions=None if listen else False)
 
     def note(line: str) -> None:
@@ -127,6 +131,20 @@ def build_server(
             await ctx.session.send_tool_list_changed()  # earlier protocol versions
             return "grown"
 
+    if spawning:
+
+        @server.tool()
+        def spawn(ignore_term: bool = False) -> str:
+            """Start ``sleep 600`` (one that ignores SIGTERM with ``ignore_term``); its pid."""
+            if not ignore_term:
+                return str(subprocess.Popen(["sleep", "600"]).pid)
+            code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            code += "print('ready', flush=True); time.sleep(600)"
+            child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+            assert child.stdout is not None
+            child.stdout.readline()  # SIGTERM is ignored from here on
+            return str(child.pid)
+
     return server
 
 
@@ -176,13 +194,13 @@ async def serve_http(
             stop.set()
 
 
-def stdio_config(tmp_path: Path, *extra: str) -> StdioMCPConfig:
-    """Start this script over stdio, journaling to ``tmp_path / "journal"``."""
-    return StdioMCPConfig(
-        command=sys.executable,
-        args=[str(SCRIPT), *extra],
-        env={"MCP_KIT_JOURNAL": str(tmp_path / "journal")},
-    )
+def stdio_config(tmp_path: Path, *extra: str, once: bool = False) -> StdioMCPConfig:
+    """Start this script over stdio, journaling to ``tmp_path / "journal"``; a server started
+    ``once`` fails to start again."""
+    env = {"MCP_KIT_JOURNAL": str(tmp_path / "journal")}
+    if once:
+        env["MCP_KIT_ONCE"] = str(tmp_path / "started")
+    return StdioMCPConfig(command=sys.executable, args=[str(SCRIPT), *extra], env=env)
 
 
 def read_journal(tmp_path: Path) -> list[str]:
@@ -200,11 +218,17 @@ async def wait_for_journal(tmp_path: Path, line: str, timeout: float = 10.0) -> 
 
 
 def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, which an init that does not reap orphans may leave
+    around, counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return True  # no /proc to read: the process exists
+    return stat[stat.rfind(")") + 2] not in "ZX"
 
 
 async def server_pid(client: MCPClient) -> int:
@@ -214,5 +238,14 @@ async def server_pid(client: MCPClient) -> int:
 
 if __name__ == "__main__":
     names = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
-    server = build_server(names[0] if names else "kit", growing="--growing" in sys.argv)
+    once = os.environ.get("MCP_KIT_ONCE")
+    if once:  # a server that starts only once: a restart fails
+        if os.path.exists(once):
+            sys.exit("mcp_kit: started once already")
+        Path(once).touch()
+    server = build_server(
+        names[0] if names else "kit",
+        growing="--growing" in sys.argv,
+        spawning="--spawning" in sys.argv,
+    )
     server.run("stdio")

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,7 +27,12 @@ import trio
 from trioagent.agent import AgentState
 from trioagent.message import TextBlock, ToolCallBlock, ToolResultBlock, UserMsg
 from trioagent.serialization import dumps
-from trioagent.session import SessionConflictError, SessionStore
+from trioagent.session import (
+    SessionConflictError,
+    SessionCorruptError,
+    SessionStore,
+    SQLiteSessionStore,
+)
 
 TESTS = Path(__file__).resolve().parent
 WORKER = TESTS / "session_worker.py"
@@ -173,6 +179,40 @@ async def check_a_cancelled_save_completes_whole(
     assert await store.save("s", AgentState(), expected_version=1) == 2
 
 
+async def check_a_damaged_record(
+    store: SessionStore,
+    session_id: str,
+    raw: Callable[[], Awaitable[object]],
+    *,
+    readable_version: int | None,
+) -> None:
+    """A damaged record (``raw`` reads it as stored): loading it is a
+    :class:`SessionCorruptError` naming the session, no save or conditional delete changes it,
+    and a delete without ``expected_version`` removes it.  ``readable_version``: the record's
+    version when only its payload is damaged (``None``: the version cannot be read either)."""
+    before = await raw()
+    with pytest.raises(SessionCorruptError, match=f"session '{session_id}'") as caught:
+        await store.load(session_id)
+    assert caught.value.session_id == session_id
+    if readable_version is None:
+        with pytest.raises(SessionCorruptError, match=f"session '{session_id}'"):
+            await store.version(session_id)
+        for expected in (0, 1, 2):
+            with pytest.raises(SessionCorruptError, match=f"session '{session_id}'"):
+                await store.save(session_id, sample_state(), expected_version=expected)
+            with pytest.raises(SessionCorruptError):
+                await store.delete(session_id, expected_version=expected)
+    else:
+        assert await store.version(session_id) == readable_version
+        with pytest.raises(SessionConflictError):  # not an overwrite as a new session
+            await store.save(session_id, sample_state(), expected_version=0)
+    assert await raw() == before  # nothing overwritten
+    assert session_id in await store.list()
+    assert await store.delete(session_id) is True
+    assert await store.load(session_id) is None
+    assert await store.save(session_id, sample_state(), expected_version=0) == 1
+
+
 def run_worker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run ``session_worker.py`` in a fresh interpreter; it must exit 0."""
     done = subprocess.run(
@@ -195,3 +235,35 @@ def start_worker(*args: str) -> subprocess.Popen[str]:
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+def open_fresh_stores(prefix: str, files: int, go: threading.Barrier | None) -> list[str]:
+    """Open each of ``files`` fresh SQLite stores (``{prefix}{i}.sqlite3``) in one event loop,
+    each time released with the other threads' loops by ``go``; the errors, as text."""
+    errors: list[str] = []
+
+    async def main() -> None:
+        await trio.to_thread.run_sync(lambda: None)  # a worker thread ready before the race
+        for i in range(files):
+            store = SQLiteSessionStore(f"{prefix}{i}.sqlite3")
+            if go is not None:
+                go.wait()  # blocks this loop on purpose: every thread's first open at once
+            try:
+                await store.version("s")
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    trio.run(main)
+    return errors
+
+
+if __name__ == "__main__":
+    # python session_kit.py PREFIX FILES GO N: say "ready" (the file GO.N), wait for GO, then
+    # open the fresh stores; exit 1 with the errors if any.
+    prefix, files, go, n = sys.argv[1:5]
+    Path(go).with_suffix(f".{n}").touch()
+    while not Path(go).exists():
+        time.sleep(0.001)
+    failures = open_fresh_stores(prefix, int(files), None)
+    print("\n".join(failures))
+    sys.exit(1 if failures else 0)

@@ -1560,10 +1560,14 @@ def test_non_finite_or_mistyped_config_values_are_refused(make: Any, match: str)
 
 
 def test_the_agent_refuses_arguments_of_the_wrong_kind() -> None:
-    with pytest.raises(TypeError, match="model must be a ChatModelBase, got str"):
-        Agent("a", "", "gpt-4o")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="fallback_model must be a ChatModelBase or None"):
-        Agent("a", "", ScriptedModel(), model_config=ModelConfig(fallback_model="gpt-4o"))
+    with pytest.raises(TypeError, match=r"a 'provider:model' string such as 'openai:gpt-4o'"):
+        Agent("a", "", 4)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"'provider:model' string such as 'openai:gpt-4o'"):
+        Agent("a", "")
+    with pytest.raises(ValueError, match=r"Agent's model: .*'<provider>:<model>'.*'gpt-4o'"):
+        Agent("a", "", "gpt-4o")
+    with pytest.raises(TypeError, match="fallback_model must be a chat model, a 'provider:model'"):
+        Agent("a", "", ScriptedModel(), model_config=ModelConfig(fallback_model=4))
     with pytest.raises(TypeError, match="toolkit must be a Toolkit"):
         Agent("a", "", ScriptedModel(), toolkit=[len])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="system_prompt must be a str"):

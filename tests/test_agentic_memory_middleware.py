@@ -213,7 +213,10 @@ def test_parameters_defaults_and_validation() -> None:
     with pytest.raises(TypeError):
         Params(memory_max_tokens="many")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        Params(retrieval_model="gpt")  # type: ignore[arg-type]
+        Params(retrieval_model=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="retrieval_model: a model must be given as"):
+        Params(retrieval_model="gpt")
+    assert Params(retrieval_model="openai:gpt-4o").retrieval_model is not None
     with pytest.raises(TypeError, match="Parameters"):
         AgenticMemoryMiddleware(workdir=".", parameters={"retrieval_async": False})  # type: ignore[arg-type]
 

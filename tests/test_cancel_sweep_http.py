@@ -20,7 +20,7 @@ import trio
 from provider_kit import open_connections
 
 from trioagent import UserMsg
-from trioagent.agent import Agent, InjectionConfig
+from trioagent.agent import Agent, InjectionConfig, ReActConfig
 from trioagent.model import OpenAIChatModel
 from trioagent.permission import PermissionDecision
 from trioagent.testing import (
@@ -130,4 +130,34 @@ async def test_sweep_tool_round_over_http(
     assert baseline.msg is not None
     assert baseline.msg.get_text_content() == "It is sunny in Paris."
     assert report.outcomes["interrupted"] >= 3
+    await fleet.close_and_check()
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "outer"])
+async def test_sweep_streamed_reply_over_http_with_a_consumer_slower_than_the_grace(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, mode: str
+) -> None:
+    """The callback consumer takes 2 s per event, the grace is 1 s: every cancellation point
+    still ends with one end event, a consistent context and no busy connection."""
+    fleet = _Fleet(nursery, [ScriptedReply(text="Trio keeps every task owned.", chunk_size=6)])
+
+    async def make_agent() -> Agent:
+        return Agent(
+            "assistant",
+            "Be brief.",
+            await fleet.model(),
+            react_config=ReActConfig(interrupt_grace=1.0),
+            injection_config=InjectionConfig(inject_runtime_state=False),
+        )
+
+    report = await cancel_sweep(
+        make_agent,
+        lambda: UserMsg("user", "hi"),
+        mode=mode,
+        check=_no_busy_connection,
+        consumer_delay=2.0,
+    )
+    assert report.outcomes["interrupted"] >= 1
+    assert report.runs[0].msg is not None
+    assert report.runs[0].msg.get_text_content() == "Trio keeps every task owned."
     await fleet.close_and_check()

@@ -38,23 +38,7 @@ class Recorder:
         return [b.text for c in self.chunks for b in c.content if isinstance(b, TextBlock)]
 
 
-async def test_sync_function_runs_inline_in_the_calling_thread():
-    seen: list[int] = []
-
-    def add(a: int, b: int) -> str:
-        seen.append(threading.get_ident())
-        return f"Result: {a + b}"
-
-    emit = Recorder()
-    response = await FunctionTool(add).run({"a": 3, "b": 5}, emit)
-    assert emit.texts() == ["Result: 8"]
-    assert emit.chunks[0].state == ToolResultState.RUNNING
-    assert response.text() == "Result: 8"
-    assert response.state == ToolResultState.SUCCESS
-    assert seen == [threading.get_ident()]
-
-
-async def test_blocking_sync_function_runs_in_a_worker_thread():
+async def test_sync_function_runs_in_a_worker_thread_and_emits_from_it():
     seen: dict[str, Any] = {}
     main_thread = threading.get_ident()
 
@@ -65,10 +49,21 @@ async def test_blocking_sync_function_runs_in_a_worker_thread():
         return n * 2
 
     emit = Recorder()
-    response = await FunctionTool(slow, blocking=True).run({"n": 21}, emit)
+    response = await FunctionTool(slow).run({"n": 21}, emit)
     assert seen["thread"] != main_thread
     assert emit.texts() == ["working", "42"]
+    assert emit.chunks[-1].state == ToolResultState.RUNNING
     assert response.text() == "working42"
+    assert response.state == ToolResultState.SUCCESS
+
+
+def test_blocking_is_deprecated_and_ignored():
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.warns(DeprecationWarning, match="blocking= is deprecated"):
+        tool = FunctionTool(add, blocking=True)
+    assert tool.isolate == "thread"
 
 
 async def test_async_function_streams_through_emit_and_returns_final_value():
@@ -87,7 +82,7 @@ async def test_async_function_streams_through_emit_and_returns_final_value():
     assert response.text() == "Number: 0 Number: 1 Number: 2 done"
 
 
-async def test_sync_inline_emit_is_buffered_until_return():
+async def test_sync_emit_delivers_each_chunk_in_order():
     def report(emit) -> None:
         emit(ToolChunk(content=[TextBlock(text="a")]))
         emit(ToolChunk(content=[TextBlock(text="b")]))
@@ -98,7 +93,7 @@ async def test_sync_inline_emit_is_buffered_until_return():
     assert response.text() == "ab"
 
 
-async def test_sync_inline_emitted_chunks_survive_an_exception():
+async def test_sync_emitted_chunks_survive_an_exception():
     def half(emit) -> None:
         emit(ToolChunk(content=[TextBlock(text="partial")]))
         raise RuntimeError("broke")
@@ -121,7 +116,7 @@ async def test_sync_generator_streams_each_item():
     assert response.text() == "123!"
 
 
-async def test_blocking_sync_generator_steps_in_a_thread():
+async def test_sync_generator_steps_in_a_worker_thread():
     threads: set[int] = set()
 
     def gen() -> Iterator[str]:
@@ -130,7 +125,7 @@ async def test_blocking_sync_generator_steps_in_a_thread():
         threads.add(threading.get_ident())
         yield "y"
 
-    response = await FunctionTool(gen, blocking=True).run({})
+    response = await FunctionTool(gen).run({})
     assert response.text() == "xy"
     assert threading.get_ident() not in threads
 

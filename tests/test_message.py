@@ -228,6 +228,34 @@ def test_user_and_system_finished_at_defaults_to_created_at(factory: Callable[..
     assert factory("n", "hi", created_at="c").finished_at == "c"
 
 
+def test_user_msg_takes_the_content_alone_with_a_default_name() -> None:
+    """``UserMsg("hi")`` is a message from ``"user"``; the name-first form is unchanged."""
+    alone = UserMsg("hi")
+    assert (alone.name, alone.role, alone.get_text_content()) == ("user", "user", "hi")
+    assert UserMsg("hi", name="bob").name == "bob"
+    assert UserMsg([TextBlock(text="x")]).get_text_content() == "x"
+    for msg in (UserMsg("bob", "hi"), UserMsg("bob", content="hi")):
+        assert (msg.name, msg.get_text_content()) == ("bob", "hi")
+    assert UserMsg(name="bob", content="hi").name == "bob"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        (("a", "b", "c"), {}, "at most 2 positional"),
+        (("a", "b"), {"name": "c"}, "a second time"),
+        (("a",), {"name": "b", "content": "c"}, "besides a positional"),
+        ((), {"name": "a"}, "needs a content"),
+        ((1, "hi"), {}, "name must be a str"),
+    ],
+)
+def test_user_msg_refuses_ambiguous_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(TypeError, match=match):
+        UserMsg(*args, **kwargs)
+
+
 def test_assistant_finished_at_stays_none() -> None:
     msg = AssistantMsg("n", "hi", created_at="c")
     assert msg.created_at == "c"

@@ -1058,7 +1058,10 @@ async def test_exhausted_retries_raise_the_last_error_with_its_details(
     )
 
     async with server.chat_model(max_retries=2, retry_delay=0.1, **NO_NET_DEADLINE) as m:
-        with pytest.raises(ModelRateLimitError) as info:
+        with (
+            caplog.at_level(logging.INFO, "trioagent.model"),
+            pytest.raises(ModelRateLimitError) as info,
+        ):
             await m(HTTP_MSGS)
 
     error = info.value
@@ -1073,7 +1076,8 @@ async def test_exhausted_retries_raise_the_last_error_with_its_details(
     assert error.retryable
     assert len(server.requests) == 3
     assert server.script[0] == "unused"
-    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    # A retried error is handled: INFO, so an app that configured no logging prints nothing.
+    assert [r.levelname for r in caplog.records] == ["INFO", "INFO"]
     assert "HTTP 503 first (code: c1)" in caplog.records[0].getMessage()
     assert KEY not in caplog.text
 
@@ -1444,6 +1448,7 @@ async def test_agent_does_not_fall_back_once_chunks_were_streamed(
 async def test_agent_error_end_keeps_the_status_and_hides_the_key(
     nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="trioagent")  # retries are logged at INFO
     primary_server, fallback_server = await _two_servers(nursery)
     primary_server.push(ScriptedError(status=401, message=f"Incorrect API key provided: {KEY}"))
     fallback_server.push(ScriptedError(status=400, message=f"bad request for {KEY}", code="x"))
@@ -1482,6 +1487,8 @@ async def test_key_is_redacted_from_error_bodies_reprs_and_logs(
     autojump_clock: trio.testing.MockClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="trioagent")  # retries are logged at INFO
+
     def echo_raw(request: RecordedRequest) -> ScriptedResponse:
         auth = request.headers["authorization"]
         return ScriptedResponse(status=502, body=f"<h1>Bad gateway</h1>{auth}".encode())
@@ -1604,6 +1611,7 @@ async def _unanswered_port(sockets: list[trio.socket.SocketType]) -> int:
 
 
 async def test_cancel_and_timeout_while_connecting(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="trioagent")  # retries are logged at INFO
     sockets: list[trio.socket.SocketType] = []
     try:
         port = await _unanswered_port(sockets)
@@ -1679,6 +1687,7 @@ async def test_every_provider_error_is_redacted_before_it_is_logged_or_raised(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The safety net of the retry loop, for a provider that forgets to redact."""
+    caplog.set_level(logging.INFO, logger="trioagent")  # retries are logged at INFO
     model = _UnredactedModel("m", credential=OpenAICredential(api_key=KEY), max_retries=1)
 
     with pytest.raises(ModelUpstreamError) as info:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
+from trioagent.agent import Agent, ModelConfig
 from trioagent.credential import AnthropicCredential, OllamaCredential, OpenAICredential
+from trioagent.message import UserMsg
+from trioagent.middleware import ChatModelCandidate, ModelRouterMiddleware, RAGMiddleware
 from trioagent.model import (
     PROVIDERS,
     AnthropicChatModel,
@@ -12,9 +16,11 @@ from trioagent.model import (
     OllamaChatModel,
     OpenAIChatModel,
     OpenAIResponseModel,
+    as_chat_model,
     chat_model_from_spec,
     credential_from_spec,
 )
+from trioagent.testing import serve_openai_compatible
 
 
 @pytest.mark.parametrize(
@@ -55,3 +61,40 @@ def test_credential_takes_the_base_url() -> None:
 def test_bad_spec_is_a_clear_error(spec: str) -> None:
     with pytest.raises(ValueError, match=r"'<provider>:<model>' with provider one of .*openai"):
         chat_model_from_spec(spec)
+
+
+def test_as_chat_model_takes_a_model_or_a_spec_and_names_the_fix() -> None:
+    model = OpenAIChatModel("gpt-4o")
+    assert as_chat_model(model) is model
+    built = as_chat_model("openai:gpt-4o")
+    assert isinstance(built, OpenAIChatModel)
+    assert built.model == "gpt-4o"
+    with pytest.raises(TypeError, match=r"fallback must be a chat model .*'openai:gpt-4o'"):
+        as_chat_model(3, "fallback")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^fallback: a model must be given as"):
+        as_chat_model("gpt-4o", "fallback")
+
+
+async def test_a_spec_string_is_taken_wherever_a_model_is(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three-line first program: ``Agent(name, prompt, "openai:<model>")`` builds the
+    model from the environment (here: the loopback server) and answers ``UserMsg("hi")``."""
+    server = await nursery.start(serve_openai_compatible, ["Hello!", "Hi again."])
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("a", "", "openai:gpt-4o", model_config=ModelConfig(fallback_model="openai:m2"))
+    assert isinstance(agent.model, OpenAIChatModel)
+    assert isinstance(agent.model_config.fallback_model, OpenAIChatModel)
+    assert agent.model_config.fallback_model.model == "m2"
+    try:
+        msg = await agent.reply(UserMsg("hi"))
+    finally:
+        await agent.model.aclose()
+    assert msg.get_text_content() == "Hello!"
+    assert server.requests[0].body["model"] == "gpt-4o"
+    candidate = ChatModelCandidate("fast", "openai:gpt-4o-mini", "quick answers")
+    assert isinstance(candidate.model, OpenAIChatModel)
+    router = ModelRouterMiddleware("openai:gpt-4o-mini", [candidate])
+    assert isinstance(router.classifier_model, OpenAIChatModel)
+    assert isinstance(RAGMiddleware([], rerank_model="openai:r").rerank_model, OpenAIChatModel)

@@ -145,7 +145,9 @@ def test_duplicate_candidate_names_are_rejected() -> None:
     with pytest.raises(ValueError, match="at least one candidate"):
         ModelRouterMiddleware(model, [])
     with pytest.raises(TypeError, match="ClassifierModelBase or a ChatModelBase"):
-        ModelRouterMiddleware("gpt", [ChatModelCandidate("a", model, "x")])  # type: ignore[arg-type]
+        ModelRouterMiddleware(3, [ChatModelCandidate("a", model, "x")])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"classifier_model: .*'<provider>:<model>'.*'gpt'"):
+        ModelRouterMiddleware("gpt", [ChatModelCandidate("a", model, "x")])
     with pytest.raises(ValueError, match="non-empty"):
         ChatModelCandidate("", model, "x")
 

@@ -598,3 +598,82 @@ async def test_closed_by_client_when_the_client_leaves_mid_body() -> None:
             await server.wait_all_closed()
         assert server.connections[0].closed_by_client
         nursery.cancel_scope.cancel()
+
+
+# -- /v1/models and what the server refuses ------------------------------------------------
+
+
+async def test_the_official_openai_client_lists_and_retrieves_the_model(
+    nursery: trio.Nursery,
+) -> None:
+    """``models.list()`` of the official ``openai`` client (in a worker thread: it is a sync
+    client) reads the list llama.cpp, vLLM and Ollama serve too."""
+    import openai
+
+    server = await nursery.start(partial(serve_openai_compatible, api_key="sk-test", model="tiny"))
+
+    def use_client() -> tuple[list[str], str, str]:
+        with openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0) as client:
+            listed = [m.id for m in client.models.list()]
+            retrieved = client.models.retrieve("tiny").owned_by
+            try:
+                client.models.retrieve("other")
+            except openai.NotFoundError as exc:
+                missing = str(exc.code)
+            return listed, retrieved, missing
+
+    with trio.fail_after(30):
+        listed, owner, missing = await trio.to_thread.run_sync(use_client)
+    assert (listed, owner, missing) == (["tiny"], "trioagent", "model_not_found")
+    assert [r.path for r in server.requests] == [
+        "/v1/models",
+        "/v1/models/tiny",
+        "/v1/models/other",
+    ]
+
+
+async def test_models_need_the_api_key_when_one_is_set(nursery: trio.Nursery) -> None:
+    server = await nursery.start(partial(serve_openai_compatible, api_key="sk-test"))
+    async with httpx2.AsyncClient(timeout=5) as client:
+        refused = await client.get(f"{server.base_url}/models")
+        listed = await client.get(
+            f"{server.base_url}/models/", headers={"Authorization": "Bearer sk-test"}
+        )
+    assert refused.status_code == 401
+    assert listed.json()["data"][0]["id"] == "trioagent-test"
+
+
+@pytest.mark.parametrize(
+    ("n", "message"), [(2, "Only one completion choice"), (0, "Invalid 'n'"), ("2", "Invalid 'n'")]
+)
+async def test_n_other_than_one_is_refused_as_a_real_server_refuses_it(
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, n: object, message: str
+) -> None:
+    response = await client.post(f"{server.base_url}/chat/completions", json=body(n=n))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["type"], error["param"]) == ("invalid_request_error", "n")
+    assert error["message"].startswith(message)
+    ok = await client.post(f"{server.base_url}/chat/completions", json=body(n=1, text="x"))
+    assert ok.json()["choices"][0]["message"]["content"] == "Echo: x"
+
+
+async def test_the_official_openai_client_gets_a_bad_request_for_n_2(nursery: trio.Nursery) -> None:
+    import openai
+
+    server = await nursery.start(serve_openai_compatible, ["never sent"])
+
+    def ask_for_two() -> openai.BadRequestError:
+        with openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0) as client:
+            try:
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], n=2
+                )
+            except openai.BadRequestError as exc:
+                return exc
+        raise AssertionError("n=2 was answered")
+
+    with trio.fail_after(30):
+        error = await trio.to_thread.run_sync(ask_for_two)
+    assert (error.status_code, error.param, error.type) == (400, "n", "invalid_request_error")
+    assert list(server.script) == ["never sent"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from trioagent.serialization import dumps
 from trioagent.session import (
     RedisSessionStore,
     SessionConflictError,
+    SessionCorruptError,
     SessionMiddleware,
     SessionStore,
     SQLiteSessionStore,
@@ -121,6 +123,23 @@ async def test_a_conversation_continues_in_a_new_agent(tmp_path: Path) -> None:
     said = [m.get_text_content() for m in request.messages]
     assert said == ["hi", "hello", "more"]  # the stored conversation reached the model
     assert (await store.version("conv")) == 4  # before and after reasoning, and at the end
+
+
+async def test_a_damaged_session_fails_the_reply_and_stays_as_it_was(tmp_path: Path) -> None:
+    """A stored version that is not a number: the reply raises a typed error naming the
+    session, the model is never called, and nothing is written over the stored conversation."""
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteSessionStore(path)
+    await session_agent([text("hello")], store, "conv").reply(user("hi"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET version = 'seven'")
+        before = conn.execute("SELECT * FROM sessions").fetchall()
+    agent = session_agent([text("again")], store, "conv")
+    with pytest.raises(SessionCorruptError, match="session 'conv'"):
+        await agent.reply(user("more"))
+    assert model_of(agent).requests == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT * FROM sessions").fetchall() == before
 
 
 async def test_a_parked_reply_is_saved_and_resumes_in_a_new_agent(tmp_path: Path) -> None:

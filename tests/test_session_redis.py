@@ -15,6 +15,7 @@ import trio
 import trio.testing
 from session_kit import (
     check_a_cancelled_save_completes_whole,
+    check_a_damaged_record,
     check_store_contract,
     redis_server,
     sample_state,
@@ -122,6 +123,64 @@ async def test_without_the_redis_extra_entering_names_the_install_command(
             pass
     assert isinstance(info.value, ImportError)
     assert info.value.name == "coredis"
+
+
+GOOD = b"{}"  # a valid (empty) state
+
+
+@pytest.mark.parametrize(
+    ("fields", "readable"),
+    [
+        ({"version": b"two", "payload": GOOD}, None),  # a version that is not an integer
+        ({"version": b"1.5", "payload": GOOD}, None),
+        ({"version": b"-1", "payload": GOOD}, None),
+        ({"version": b"0", "payload": GOOD}, None),  # versions start at 1
+        ({"payload": GOOD, "updated_at": b"now"}, None),  # the version is missing
+        ({"version": b"1", "updated_at": b"now"}, None),  # the payload is missing
+        ({"version": b"1", "payload": b"{not json"}, 1),
+        ({"version": b"1", "payload": b"[1, 2]"}, 1),  # JSON of the wrong shape
+        ({"version": b"1", "payload": b'{"context": 5}'}, 1),  # a field of the wrong type
+        ("a string", None),  # a key of the wrong type
+        (["a", "list"], None),
+    ],
+    ids=[
+        "text",
+        "real",
+        "negative",
+        "zero",
+        "no-version",
+        "no-payload",
+        "json",
+        "shape",
+        "field",
+        "string-key",
+        "list-key",
+    ],
+)
+async def test_a_damaged_record_is_a_typed_error_and_never_overwritten(
+    redis_url: str, fields: object, readable: int | None
+) -> None:
+    namespace = unique()
+    key = f"{namespace}:s:s"
+    async with coredis.Redis.from_url(redis_url, decode_responses=False) as client:
+        if isinstance(fields, dict):
+            await client.hset(key, fields)
+        elif isinstance(fields, list):
+            await client.rpush(key, fields)
+        else:
+            await client.set(key, str(fields))
+        await client.zadd(f"{namespace}:sessions", {"s": 0})
+        store = RedisSessionStore(client=client, namespace=namespace)
+
+        async def raw() -> object:
+            kind = await client.type(key)
+            if kind in ("hash", b"hash"):
+                return await client.hgetall(key)
+            if kind in ("list", b"list"):
+                return await client.lrange(key, 0, -1)
+            return await client.get(key)
+
+        await check_a_damaged_record(store, "s", raw, readable_version=readable)
 
 
 async def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:

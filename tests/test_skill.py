@@ -46,10 +46,51 @@ def test_frontmatter_block_values_quotes_and_bom() -> None:
     )
     fields, body = parse_skill_markdown(text)
     assert fields["name"] == "it's"
-    assert fields["description"] == "folded over two lines"
-    assert fields["notes"] == "kept\nas lines"
+    assert fields["description"] == "folded over two lines\n"
+    assert fields["notes"] == "kept\nas lines\n"
     assert fields["plain"] == "value"
     assert body == "body"
+
+
+NESTED = """---
+name: pdf-tools
+description: "Fill PDF forms: any kind"
+license: Apache-2.0
+allowed-tools: [Read, Bash]
+metadata:
+  author: example-org
+  version: "1.0"
+  tags:
+    - pdf
+---
+body
+"""
+
+
+async def test_frontmatter_is_yaml_with_a_nested_metadata_map(tmp_path: pathlib.Path) -> None:
+    """Valid YAML as the Agent Skills format writes it (a nested ``metadata:`` map, a flow
+    list) is a skill; every field is kept in ``Skill.frontmatter``."""
+    write_skill(tmp_path, NESTED)
+    (skill,) = await LocalSkillLoader(str(tmp_path)).list_skills()
+    assert (skill.name, skill.description) == ("pdf-tools", "Fill PDF forms: any kind")
+    assert skill.frontmatter["metadata"] == {
+        "author": "example-org",
+        "version": "1.0",
+        "tags": ["pdf"],
+    }
+    assert skill.frontmatter["allowed-tools"] == ["Read", "Bash"]
+
+
+async def test_invalid_yaml_is_a_warning_naming_the_file_and_line(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    skill_dir = write_skill(tmp_path, "---\nname: x\ndescription: Use when: a PDF\n---\nbody")
+    with caplog.at_level(logging.WARNING, logger="trioagent.skill"):
+        assert await LocalSkillLoader(str(tmp_path)).list_skills() == []
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert str(skill_dir / "SKILL.md") in record.getMessage()
+    assert "not valid YAML (line 3: mapping values are not allowed here)" in record.getMessage()
 
 
 @pytest.mark.parametrize(
@@ -57,8 +98,12 @@ def test_frontmatter_block_values_quotes_and_bom() -> None:
     [
         ("# no frontmatter\n", "expected a frontmatter block opened by '---' on line 1"),
         ("---\nname: x\n", "the frontmatter block is never closed by '---'"),
-        ("---\nname x\n---\n", "line 2 of the frontmatter is not 'key: value': 'name x'"),
-        ('---\nname: "x\n---\n', 'line 2 of the frontmatter has an unclosed " quote'),
+        ("---\n- name\n---\n", "the frontmatter must be a YAML map of fields, got a list"),
+        (
+            '---\nname: "x\n---\n',
+            "the frontmatter is not valid YAML (line 2: found unexpected end of stream); quote "
+            "a value that holds ': ' or starts with a special character",
+        ),
     ],
 )
 def test_bad_frontmatter_is_a_clear_error(text: str, message: str) -> None:
@@ -90,6 +135,7 @@ async def test_a_broken_skill_is_skipped_with_a_warning(
     write_skill(tmp_path / "good", GOOD)
     write_skill(tmp_path / "nameless", "---\ndescription: no name\n---\nbody")
     write_skill(tmp_path / "garbled", "name: x\n")
+    write_skill(tmp_path / "numbered", "---\nname: 7\ndescription: d\n---\n")
     loader = LocalSkillLoader(str(tmp_path), scan_subdir=True)
     with caplog.at_level(logging.WARNING, logger="trioagent.skill"):
         skills = await loader.list_skills()
@@ -97,6 +143,7 @@ async def test_a_broken_skill_is_skipped_with_a_warning(
     text = caplog.text
     assert "the frontmatter lacks the required field(s) name" in text
     assert "expected a frontmatter block" in text
+    assert "numbered/SKILL.md: the frontmatter field 'name' must be a string, got int" in text
     with pytest.raises(SkillFormatError, match="lacks the required field"):
         await loader.load_skill(tmp_path / "nameless")
 

@@ -262,17 +262,23 @@ def test_dataclass_matches_pydantic():
     }
 
 
-def injected(query: str, emit: Any, _agent_state: Any, *args: Any, **kwargs: Any) -> None:
+def injected(query: str, emit: Any, _agent_state: Any) -> None:
     """Only query is visible."""
 
 
-def test_injected_and_variadic_parameters_are_excluded():
+def variadic(query: str, *args: Any, **kwargs: Any) -> None:
+    """Variadics no schema can describe."""
+
+
+def test_injected_parameters_are_excluded_and_variadic_ones_refused():
     schema = function_input_schema(injected)
     assert schema == {
         "type": "object",
         "properties": {"query": {"type": "string"}},
         "required": ["query"],
     }
+    with pytest.raises(TypeError, match=r"variadic takes \*args"):
+        function_input_schema(variadic)
 
 
 def positional_only(a: int, /, b: int) -> None:

@@ -11,7 +11,6 @@ import collections.abc
 import json
 import numbers
 import socket
-import threading
 from typing import Any, TypedDict
 
 import agent_kit
@@ -806,22 +805,6 @@ async def test_sync_generator_raising_mid_stream_keeps_the_parts():
     assert response.text() == "g0 g1 OSError: disk gone"
 
 
-async def test_blocking_generator_raising_mid_stream_keeps_the_parts():
-    kit = Toolkit()
-
-    def gen(n: int):  # type: ignore[no-untyped-def]
-        """Yields from a worker thread, then fails."""
-        for i in range(n):
-            yield f"g{i} "
-        raise OSError("disk gone")
-
-    kit.register_function(gen, blocking=True)
-    emit = Recorder()
-    response = await kit.call_tool(tc("gen", n=2), emit=emit)
-    assert emit.texts() == ["g0 ", "g1 ", "OSError: disk gone"]
-    assert response.state == ToolResultState.ERROR
-
-
 async def test_sync_tool_with_emit_raising_still_streams_what_it_emitted():
     kit = Toolkit()
 
@@ -835,49 +818,6 @@ async def test_sync_tool_with_emit_raising_still_streams_what_it_emitted():
     response = await kit.call_tool(tc("partial"), emit=emit)
     assert emit.texts() == ["half ", "ValueError: nope"]
     assert response.text() == "half ValueError: nope"
-
-
-async def test_cancelled_blocking_tool_waits_for_its_thread_then_propagates():
-    """``blocking=True`` runs in a worker thread that cancellation does not abandon: the call
-    waits for the thread, returns its (real) result since no checkpoint follows, and the
-    cancellation is still pending — the caller's next checkpoint raises it."""
-    kit = Toolkit()
-    started = threading.Event()
-    release = threading.Event()
-    finished: list[str] = []
-
-    def slow() -> str:
-        """Blocks until released."""
-        started.set()
-        release.wait(10)
-        finished.append("thread done")
-        return "late"
-
-    kit.register_function(slow, blocking=True)
-    results: list[ToolResponse] = []
-    emit = Recorder()
-    outcome: list[str] = []
-
-    async def caller(scope: trio.CancelScope) -> None:
-        with scope:
-            results.append(await kit.call_tool(tc("slow"), emit=emit))
-            outcome.append("returned")
-            await trio.lowlevel.checkpoint()
-            outcome.append("not cancelled")  # pragma: no cover
-        outcome.append("cancelled" if scope.cancelled_caught else "completed")
-
-    scope = trio.CancelScope()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(caller, scope)
-        await trio.to_thread.run_sync(started.wait, 10)
-        scope.cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        assert outcome == []  # still waiting for the thread
-        release.set()
-    assert finished == ["thread done"]
-    assert outcome == ["returned", "cancelled"]
-    assert [r.text() for r in results] == ["late"]
-    assert emit.texts() == ["late"]
 
 
 async def test_returning_a_tool_response_with_a_different_state_is_kept():

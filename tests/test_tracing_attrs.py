@@ -379,7 +379,6 @@ def test_user_message() -> None:
         "role": "user",
         "parts": [{"type": "text", "content": "hi"}, {"type": "text", "content": "there"}],
         "name": "alice",
-        "finish_reason": "stop",
     }
 
 
@@ -389,7 +388,6 @@ def test_system_message() -> None:
         "role": "system",
         "parts": [{"type": "text", "content": "You are helpful."}],
         "name": "system",
-        "finish_reason": "stop",
     }
 
 
@@ -445,7 +443,6 @@ def test_assistant_message_every_block_kind() -> None:
             {"type": "uri", "uri": "https://x.test/a.mp3", "modality": "audio"},
         ],
         "name": "bot",
-        "finish_reason": "stop",
     }
 
 
@@ -504,8 +501,10 @@ def test_data_blocks(media_type: str, modality: str) -> None:
 
 
 def test_message_as_json() -> None:
+    """An input message has no finish reason; an output message has the one given."""
     msg = Msg("bot", [TextBlock(text="ça marche"), ToolCallBlock(id="c", name="n")], "assistant")
-    assert to_json([to_otel_message(msg)]) == (
+    assert "finish_reason" not in to_otel_message(msg)
+    assert to_json([to_otel_message(msg, "stop")]) == (
         '[{"role": "assistant", "parts": [{"type": "text", "content": "ça marche"}, '
         '{"type": "tool_call", "id": "c", "name": "n", "arguments": {}}], '
         '"name": "bot", "finish_reason": "stop"}]'
@@ -520,6 +519,16 @@ def test_message_as_json() -> None:
     [
         (ChatResponse(content=[]), "stop"),
         (ChatResponse(finished_reason=FinishedReason.COMPLETED), "stop"),
+        (
+            ChatResponse(content=[TextBlock(text="a"), ToolCallBlock(id="c", name="n")]),
+            "tool_calls",
+        ),
+        (
+            ChatResponse(
+                content=[ToolCallBlock(id="c", name="n")], finished_reason=FinishedReason.MAX_TOKENS
+            ),
+            "length",
+        ),
         (ChatResponse(finished_reason=FinishedReason.INTERRUPTED), "interrupted"),
         (ChatResponse(finished_reason="interrupted", is_last=False), "interrupted"),
         (None, "unknown"),
@@ -549,7 +558,7 @@ def test_chat_output_messages() -> None:
                 {"type": "tool_call", "id": "c1", "name": "search", "arguments": {"q": "trio"}},
                 {"type": "blob", "content": "UklG", "media_type": "audio/wav", "modality": "audio"},
             ],
-            "finish_reason": "stop",
+            "finish_reason": "tool_call",  # the output-message schema's name for it
         }
     ]
     interrupted = ChatResponse(

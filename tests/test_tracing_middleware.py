@@ -4,7 +4,9 @@ attributes, cancellation sweeps).
 
 Spans go to an SDK ``TracerProvider`` passed to the middleware explicitly, with a
 ``SimpleSpanProcessor`` + ``InMemorySpanExporter`` and a processor that tracks which spans were
-started and not ended; the global provider is never changed.
+started and not ended; the global provider is never changed.  Message content is recorded
+here (the conventions' environment switch is set for every test of this module); the
+switch itself, span kinds and metrics are tested in test_tracing_semconv.py.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ MAX_TOKENS = FinishedReason.MAX_TOKENS
 
 FAKE_KEY = "sk-FAKEKEY-0123456789abcdef"
 FAKE_URL_PASSWORD = "pw-FAKEURLSECRET-42"
+
+
+@pytest.fixture(autouse=True)
+def _capture_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
 
 
 @pytest.fixture
@@ -146,7 +153,6 @@ async def test_reply_with_a_tool_builds_one_nested_tree(otel: Otel) -> None:
             "role": "user",
             "parts": [{"type": "text", "content": "Simple question?"}],
             "name": "user",
-            "finish_reason": "stop",
         }
     ]
     assert json.loads(attr(reply, "gen_ai.output.messages")) == [
@@ -177,6 +183,7 @@ async def test_reply_with_a_tool_builds_one_nested_tree(otel: Otel) -> None:
             "finish_reason": "stop",
         }
     ]
+    assert list(attr(first, "gen_ai.response.finish_reasons")) == ["tool_calls"]
     (definition,) = json.loads(attr(first, "gen_ai.tool.definitions"))
     assert definition["name"] == "get_weather"
     assert definition["type"] == "function"

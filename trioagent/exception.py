@@ -45,6 +45,7 @@ __all__ = [
     "ToolInterruptedError",
     "ToolJSONDecodeError",
     "ToolNotFoundError",
+    "ToolWorkerError",
     "TrioagentError",
     "error_info",
 ]
@@ -109,6 +110,11 @@ class ToolGroupInactiveError(AgentOrientedException):
 
 class ToolInputValidationError(AgentOrientedException):
     """Tool arguments that parse as JSON but do not satisfy the tool's input schema."""
+
+
+class ToolWorkerError(AgentOrientedException):
+    """A sync tool's worker process could not run the call (unpicklable arguments or result,
+    or the process died without an answer)."""
 
 
 class DeveloperOrientedException(TrioagentError):

@@ -1,6 +1,7 @@
 """The ReAct agent, its configuration, state and reply stream."""
 
 from ._agent import Agent as Agent
+from ._as_tool import AgentTool as AgentTool, answer_of as answer_of
 from ._background import (
     BackgroundStatus as BackgroundStatus,
     BackgroundToolError as BackgroundToolError,
@@ -37,6 +38,7 @@ __all__ = [
     "Agent",
     "AgentLike",
     "AgentState",
+    "AgentTool",
     "BackgroundStatus",
     "BackgroundToolError",
     "BackgroundToolHandle",
@@ -54,4 +56,5 @@ __all__ = [
     "TaskContext",
     "TaskState",
     "ToolContext",
+    "answer_of",
 ]

@@ -39,6 +39,7 @@ from ..message import (
 )
 from ..permission import PermissionBehavior, PermissionDecision, PermissionRule
 from ..tool import ToolBase, ToolChunk, ToolResponse
+from ._as_tool import PARKED_KEY
 from ._background import INTERRUPTED_TEXT, Supervisor, wants_background
 from ._protocol import ActingItem, AgentLike
 from ._reply import Reply, StopReply
@@ -181,18 +182,17 @@ class Actor:
             # one plain Cancelled, as a caller's ``except trio.Cancelled`` expects.
             reraise_unwrapped(group)
         finally:
-            with trio.CancelScope(shield=True) as cleanup:
-                # Shielded to flush what the cancelled workers reported; bounded by
-                # react_config.interrupt_grace.
-                cleanup.deadline = trio.current_time() + agent.react_config.interrupt_grace
-                while True:
-                    try:
-                        event = recv.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                        break
-                    await emit(event)
-                recv.close()
-                writer.flush()
+            # The workers are done: store their results (in call order), then hand over the
+            # events they queued, within the reply's cleanup budget when cancelled.
+            queued: list[AgentEvent] = []
+            while True:
+                try:
+                    queued.append(recv.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+            recv.close()
+            writer.flush()
+            await reply.hand_over(emit, queued)
         if len(errors) == 1:
             raise errors[0]
         if errors:
@@ -306,28 +306,31 @@ class Actor:
                 await chain.run({"tool_call": acting_call}, sink)
         except BaseException as exc:
             if is_cancellation(exc):
-                with trio.CancelScope(shield=True) as cleanup:
-                    # Shielded so the interrupted result is recorded while cancelled; bounded
-                    # by react_config.interrupt_grace.
-                    cleanup.deadline = trio.current_time() + agent.react_config.interrupt_grace
-                    await emit(
-                        ToolResultTextDeltaEvent(
-                            reply_id=reply_id, tool_call_id=call.id, delta=INTERRUPTED_TEXT
-                        )
-                    )
-                    interrupted = ToolResultBlock(
-                        id=call.id,
-                        name=call.name,
-                        output=[TextBlock(text=INTERRUPTED_TEXT)],
-                        state=ToolResultState.INTERRUPTED,
-                    )
-                    await writer.finish(call, emit, interrupted)
+                # The interrupted result is stored at once; its events follow within the
+                # reply's cleanup budget.
+                interrupted = ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output=[TextBlock(text=INTERRUPTED_TEXT)],
+                    state=ToolResultState.INTERRUPTED,
+                )
+                closing: list[AgentEvent] = [
+                    ToolResultTextDeltaEvent(
+                        reply_id=reply_id, tool_call_id=call.id, delta=INTERRUPTED_TEXT
+                    ),
+                    writer.record(call, interrupted),
+                ]
+                await reply.hand_over(emit, closing)
             raise
         if response is None:
             raise RuntimeError(
                 f"the on_acting chain ended without a ToolResponse for call {call.id!r} "
                 f"({call.name})"
             )
+        if response.metadata.get(PARKED_KEY):
+            # An agent called as a tool parked: this call waits for it (see AgentTool).
+            call.state = ToolCallState.SUBMITTED
+            return _Outcome.HITL
         result = ToolResultBlock(
             id=call.id,
             name=call.name,

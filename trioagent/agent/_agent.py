@@ -14,8 +14,6 @@ import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import trio
-
 from .._core.chain import Chain, Kwargs, Layer, returning_layer
 from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
@@ -32,11 +30,12 @@ from ..message import (
     TextBlock,
     ToolCallBlock,
 )
-from ..model import ChatModelBase
+from ..model import ChatModelBase, as_chat_model
 from ..permission import PermissionDecision, PermissionEngine
 from ..tool import ToolBase, Toolkit
 from ..types import ReplyFinishedReason
 from ._acting import Actor
+from ._as_tool import AgentTool, relaying
 from ._background import BackgroundToolHandle, Supervisor
 from ._compress import CompressContextTool, Compressor
 from ._config import ContextConfig, InjectionConfig, ModelConfig, ReActConfig
@@ -75,7 +74,10 @@ class Agent:
     Args:
         name: the agent's name (also the ``name`` of its messages).
         system_prompt: the base system prompt (``on_system_prompt`` middlewares transform it).
-        model: the chat model; ``agent.model`` may be swapped between calls.
+        model: the chat model, or a ``"provider:model"`` spec string such as
+            ``"openai:gpt-4o"`` (built with :func:`~trioagent.model.chat_model_from_spec`, key
+            and base URL from the provider's environment variables); ``agent.model`` may be
+            swapped between calls.
         toolkit: the tools the model may call (an empty :class:`~trioagent.tool.Toolkit` by
             default).  The agent never changes it: tools of one reply (the structured-output
             and the compression tool) live in that reply only, so a toolkit can be shared.
@@ -84,8 +86,8 @@ class Agent:
 
     Replies::
 
-        msg = await agent.reply(UserMsg("user", "hi"))      # or: await agent(msg)
-        async with agent.stream(UserMsg("user", "hi")) as reply:
+        msg = await agent.reply(UserMsg("hi"))              # or: await agent(msg)
+        async with agent.stream(UserMsg("hi")) as reply:
             async for event in reply:
                 ...
         agent.interrupt()                                   # from any task
@@ -95,7 +97,7 @@ class Agent:
         self,
         name: str,
         system_prompt: str = "",
-        model: ChatModelBase | None = None,
+        model: ChatModelBase | str | None = None,
         toolkit: Toolkit | None = None,
         middlewares: Sequence[MiddlewareLike] | None = None,
         state: AgentState | None = None,
@@ -107,7 +109,11 @@ class Agent:
         if not isinstance(name, str) or not name:
             raise ValueError("Agent name must be a non-empty string")
         if model is None:
-            raise TypeError("Agent needs a chat model (model=...)")
+            raise TypeError(
+                "Agent needs a chat model: a 'provider:model' string such as 'openai:gpt-4o' "
+                "or a model object such as OpenAIChatModel('gpt-4o') (trioagent.model)"
+            )
+        model = as_chat_model(model, "Agent's model")
         check_arguments(model, system_prompt, toolkit, state, model_config)
         self.name = name
         self.system_prompt = system_prompt
@@ -207,16 +213,22 @@ class Agent:
                 if not isinstance(item, Msg):
                     await on_event(item)
 
-        run = await self._run_reply(inputs, structured_schema, consumer)
+        with relaying(consumer):
+            run = await self._run_reply(inputs, structured_schema, consumer)
         return self._final_msg(run)
 
     def stream(self, inputs: ReplyInputs = None, *, structured_schema: Any = None) -> ReplyStream:
         """Run one reply in a background task and stream its events; see :class:`ReplyStream`."""
 
-        def run(consume: Emit[ReplyItem], registered: Callable[[], object]) -> Awaitable[Reply]:
-            return self._run_reply(inputs, structured_schema, consume, registered)
+        async def run(consume: Emit[ReplyItem], registered: Callable[[], object]) -> Reply:
+            with relaying(consume):
+                return await self._run_reply(inputs, structured_schema, consume, registered)
 
         return ReplyStream(run)
+
+    def as_tool(self, name: str | None = None, description: str | None = None) -> AgentTool:
+        """This agent as a tool another agent can call; see :class:`AgentTool`."""
+        return AgentTool(self, name=name, description=description)
 
     def interrupt(self) -> None:
         """Cancel the running reply, if any (synchronous, idempotent, callable from any task).
@@ -358,7 +370,7 @@ class Agent:
         if self._reply is not None:
             raise RuntimeError(f"agent {self.name!r} is already replying; one reply at a time")
         check_reply_call(inputs, structured_schema)  # a bad input changes nothing
-        run = Reply(consumer, self.toolkit)
+        run = Reply(consumer, self.toolkit, self.react_config.interrupt_grace)
         self._reply = run
         if on_registered is not None:
             # From here on interrupt() reaches this run (ReplyStream waits for this point).
@@ -380,20 +392,18 @@ class Agent:
             try:
                 if run.started and not run.parked and run.end is None:
                     # The end never reached the consumer (a middleware dropped an INTERRUPTED or
-                    # ERROR end, or a layer died on the way out): deliver it directly.
-                    with trio.CancelScope(
-                        shield=True,
-                        deadline=trio.current_time() + self.react_config.interrupt_grace,
-                    ):
-                        # Shielded so the end is delivered during a cancellation; bounded by
-                        # react_config.interrupt_grace.
-                        reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
-                        await run.deliver(self._end_event(run, reason, error))
-                        await run.deliver(self._closing_msg(reason, error))
-                elif run.end is not None and run.final_msg is None and run.exit_msg is not None:
-                    # interrupt() landed while the end was on its way to the consumer (e.g. a
-                    # "stop" click racing the end): the reply did end as that event says, so
-                    # the caller gets the Msg that goes with it.
+                    # ERROR end, or a layer died on the way out): deliver it directly, within
+                    # what is left of the cleanup budget.
+                    reason = outcome or run.outcome or ReplyFinishedReason.INTERRUPTED
+                    exit_msg = run.exit_msg
+                    if exit_msg is None or exit_msg.finished_reason != reason:
+                        exit_msg = run.exit_msg = self._closing_msg(reason, error)
+                    items: list[ReplyItem] = [self._end_event(run, reason, error), exit_msg]
+                    await run.hand_over(run.deliver, items)
+                elif run.final_msg is None and run.exit_msg is not None:
+                    # The cancellation landed while the end (or the Msg after it) was on its
+                    # way to the consumer, or the consumer was too slow for the cleanup budget:
+                    # the reply did end as its end event says, so the caller gets its Msg.
                     run.final_msg = run.exit_msg
                 elif run.final_msg is None and not run.started and run.scope.cancelled_caught:
                     # interrupt() landed before the reply started (e.g. during an on_reply
@@ -451,16 +461,17 @@ class Agent:
         reason: ReplyFinishedReason,
         error: BaseException | None,
     ) -> None:
-        """Close unfinished tool calls, then emit the end event and the final Msg."""
-        with trio.CancelScope(
-            shield=True, deadline=trio.current_time() + self.react_config.interrupt_grace
-        ):
-            # Shielded so the cleanup runs inside a cancelled scope; bounded by
-            # react_config.interrupt_grace.
-            await ResultWriter(self.state, self.name).close_unfinished(emit, error)
-            run.outcome = reason
-            await emit(self._end_event(run, reason, error))
-            await emit(self._closing_msg(reason, error))
+        """Close unfinished tool calls, then emit the end event and the final Msg.
+
+        The state comes first: the interrupted results are written and the final Msg recorded
+        before anything is emitted, so a consumer slower than the cleanup budget delays or
+        loses closing events, never the results or the Msg ``reply()`` returns.
+        """
+        events = ResultWriter(self.state, self.name).close_unfinished(error)
+        run.outcome = reason
+        closing = self._closing_msg(reason, error)
+        run.exit_msg = closing
+        await run.hand_over(emit, [*events, self._end_event(run, reason, error), closing])
 
     async def _reply_body(self, kwargs: Kwargs, emit: Emit[ReplyItem], run: Reply) -> None:
         inputs = kwargs.get("inputs")
@@ -469,6 +480,7 @@ class Agent:
         run.session_id = self.state.session_id
         if isinstance(event, UserInterruptEvent):
             if self.state.has_awaiting_tool_calls(self.name):
+                await self._resumer.abort_nested(run.tools)
                 run.started = True
                 run.reply_id = self.state.reply_id
                 raise StopReply
@@ -483,7 +495,7 @@ class Agent:
                 )
             run.started = True
             run.reply_id = self.state.reply_id
-            await self._resumer.apply(event, emit)
+            await self._resumer.apply(event, emit, run.tools)
         else:
             incoming = self._checked_copies(msgs, "inputs")  # before anything changes
             if schema is not None:

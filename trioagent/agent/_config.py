@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from ..model import as_chat_model
+
 __all__ = ["ContextConfig", "InjectionConfig", "ModelConfig", "ReActConfig"]
 
 DEFAULT_COMPRESSION_PROMPT = (
@@ -114,11 +116,13 @@ class ContextConfig:
 class ReActConfig:
     """The reasoning-acting loop.
 
-    ``interrupt_grace`` bounds the shielded cleanup after a cancellation (closing tool calls and
-    emitting the INTERRUPTED end).  ``interruption_raise_cancelled_error``: when true,
-    ``agent.reply()`` raises :class:`~trioagent.exception.ReplyInterruptedError` (carrying the
-    interrupted Msg) after ``agent.interrupt()`` instead of returning the Msg.  An outer
-    cancellation always propagates ``trio.Cancelled``.
+    ``interrupt_grace`` bounds the whole cleanup after a cancellation: the state is written
+    first (the partial response, interrupted results, the final Msg), then the closing events
+    and the INTERRUPTED end are handed to the consumer, shielded, within this one budget.
+    ``interruption_raise_cancelled_error``: when true, ``agent.reply()`` raises
+    :class:`~trioagent.exception.ReplyInterruptedError` (carrying the interrupted Msg) after
+    ``agent.interrupt()`` instead of returning the Msg.  An outer cancellation always
+    propagates ``trio.Cancelled``.
     """
 
     max_iters: int = attrs.field(default=50, validator=attrs.validators.ge(0))
@@ -128,12 +132,20 @@ class ReActConfig:
     interrupt_grace: float = attrs.field(default=5.0, validator=_finite_positive)
 
 
+def _model_from_spec(value: Any) -> Any:
+    """A spec string becomes a model; anything else is checked by the agent."""
+    return as_chat_model(value, "ModelConfig.fallback_model") if isinstance(value, str) else value
+
+
 @attrs.define(kw_only=True)
 class ModelConfig:
-    """Agent-level retries (any error, on top of the model's own) and a fallback model."""
+    """Agent-level retries (any error, on top of the model's own) and a fallback model.
+
+    ``fallback_model`` is a chat model or a ``"provider:model"`` spec string (built at once).
+    """
 
     max_retries: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    fallback_model: Any = None
+    fallback_model: Any = attrs.field(default=None, converter=_model_from_spec)
 
 
 DEFAULT_INJECTION_TEMPLATE = (

@@ -158,8 +158,8 @@ def check_arguments(
     fallback = model_config.fallback_model if model_config is not None else None
     if fallback is not None and not isinstance(fallback, ChatModelBase):
         raise TypeError(
-            f"model_config.fallback_model must be a ChatModelBase or None, "
-            f"got {type(fallback).__name__}"
+            "model_config.fallback_model must be a chat model, a 'provider:model' string "
+            f"such as 'openai:gpt-4o', or None; got {type(fallback).__name__}"
         )
     if not isinstance(system_prompt, str):
         raise TypeError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -174,7 +174,7 @@ def check_reply_call(inputs: ReplyInputs, structured_schema: object) -> None:
 
     Raises:
         TypeError: inputs of the wrong type, or a ``structured_schema`` that is neither a dict
-            nor a class with ``model_json_schema()``.
+            nor a pydantic model, attrs class, dataclass or ``TypedDict``.
         ValueError: a message the agent refuses (see :func:`checked_copies`), or a
             ``structured_schema`` that is not a valid object schema.
     """

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
-import trio
 
 from .._core.chain import Chain, Kwargs, Layer, NextHandler
 from .._core.concurrency import is_cancellation
@@ -16,6 +15,7 @@ from .._core.copying import deep_copy
 from .._core.emit import Emit
 from .._core.ids import generate_timestamp
 from ..event import (
+    AgentEvent,
     ModelCallEndEvent,
     ModelCallStartEvent,
     ToolResultEndEvent,
@@ -189,25 +189,27 @@ class Reasoner:
 
     async def _core(self, reply: Reply, kwargs: Kwargs, emit: Emit[ReplyItem]) -> None:
         agent = self._agent
-        grace = agent.react_config.interrupt_grace
         reply_id = agent.state.reply_id
         await emit(ModelCallStartEvent(reply_id=reply_id, model_name=model_name(agent.model)))
         model_input = reply.model_input or await self.model_input(reply.tools)
         converter = ChunkConverter(reply_id)
         completed: ChatResponse | None = None
         streamed = False
+        #: The events of a non-streaming response, emitted once the call returned.
+        unstreamed: list[AgentEvent] = []
 
         async def model_sink(response: ChatResponse) -> None:
             nonlocal completed, streamed
             if response.is_last:
                 completed = response
-                if streamed:
-                    return
-                # A non-streaming response (no deltas came before it) is converted once, as
-                # if it were a single chunk, so the consumer still sees its text, thinking and
-                # tool-call blocks.
-            else:
-                streamed = True
+                if not streamed:
+                    # A non-streaming response (no deltas came before it) is converted once,
+                    # as if it were a single chunk, so the consumer still sees its text,
+                    # thinking and tool-call blocks -- after the call, with its closing events
+                    # (never inside the model's own cancellation cleanup).
+                    unstreamed.extend(converter.convert(response))
+                return
+            streamed = True
             for event in converter.convert(response):
                 await emit(event)
 
@@ -216,15 +218,14 @@ class Reasoner:
                 model_input.messages(), model_input.tools, kwargs.get("tool_choice"), model_sink
             )
         except BaseException as exc:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
-                # Shielded so open blocks are closed and the partial response saved while the
-                # reply is cancelled; bounded by react_config.interrupt_grace.
-                for event in converter.finish():
-                    await emit(event)
-                if is_cancellation(exc):
-                    partial = completed or ChatResponse(content=[])
-                    interrupted = attrs.evolve(partial, finished_reason=FinishedReason.INTERRUPTED)
-                    await self._end_model_call(emit, interrupted)
+            # The partial response is saved (a state write, at once) before its closing events
+            # are emitted within the reply's cleanup budget: a slow consumer cannot lose it.
+            closing: list[ReplyItem] = [*unstreamed, *converter.finish()]
+            if is_cancellation(exc):
+                partial = completed or ChatResponse(content=[])
+                interrupted = attrs.evolve(partial, finished_reason=FinishedReason.INTERRUPTED)
+                closing.extend(self._save_response(interrupted))
+            await reply.hand_over(emit, closing)
             raise
         if completed is None:
             # Close the blocks the deltas opened, as for any other failed model call, so the
@@ -235,13 +236,11 @@ class Reasoner:
                 "Model returned an empty streaming response: no is_last=True chunk was "
                 "received. A model or on_model_call middleware must end with a complete response."
             )
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + grace):
-            # Shielded so a cancellation landing here cannot split the finished call between
-            # what the consumer saw and what the context holds; bounded by
-            # react_config.interrupt_grace.
-            for event in converter.finish():
-                await emit(event)
-            await self._end_model_call(emit, completed)
+        # Saved before its closing events are emitted, so a cancellation landing while they
+        # are on their way cannot split the finished call between what the consumer saw and
+        # what the context holds.
+        saved = self._save_response(completed)
+        await reply.hand_over(emit, [*unstreamed, *converter.finish(), *saved])
         content = completed.content
         thinking_only = bool(content) and all(isinstance(b, ThinkingBlock) for b in content)
         if (
@@ -260,14 +259,16 @@ class Reasoner:
                 )
             )
 
-    async def _end_model_call(self, emit: Emit[ReplyItem], response: ChatResponse) -> None:
-        """Save the response's blocks (minus audio) to the context, then emit MODEL_CALL_END.
+    def _save_response(self, response: ChatResponse) -> list[AgentEvent]:
+        """Save the response's blocks (minus audio) to the context; returns the events that
+        follow it: MODEL_CALL_END, then the results of refused calls.
 
-        Saving first keeps the context consistent with the streamed deltas even if the end
-        event cannot be delivered.  A response cut off at the output limit (``MAX_TOKENS``)
-        or stopped by a content filter (``CONTENT_FILTER``) has its tool calls answered here,
-        in the same write, with an error result (:data:`CUT_OFF_TEXT`,
-        :data:`FILTERED_TEXT`): none of them runs on arguments that may be incomplete.
+        A state write with no checkpoint, done before those events are emitted, so the
+        context holds what the streamed deltas showed even if the events cannot be
+        delivered.  A response cut off at the output limit (``MAX_TOKENS``) or stopped by a
+        content filter (``CONTENT_FILTER``) has its tool calls answered here, in the same
+        write, with an error result (:data:`CUT_OFF_TEXT`, :data:`FILTERED_TEXT`): none of
+        them runs on arguments that may be incomplete.
         """
         agent = self._agent
         usage = response.usage
@@ -289,9 +290,10 @@ class Reasoner:
                         cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
                     )
                 )
-        await emit(
+        reply_id = agent.state.reply_id
+        events: list[AgentEvent] = [
             ModelCallEndEvent(
-                reply_id=agent.state.reply_id,
+                reply_id=reply_id,
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
                 cache_input_tokens=(usage.cache_input_tokens or 0) if usage else 0,
@@ -300,25 +302,16 @@ class Reasoner:
                 else 0,
                 finished_reason=response.finished_reason,
             )
-        )
+        ]
         for result in refused:
-            await emit(
+            events += [
                 ToolResultStartEvent(
-                    reply_id=agent.state.reply_id,
-                    tool_call_id=result.id,
-                    tool_call_name=result.name,
-                )
-            )
-            await emit(
-                ToolResultTextDeltaEvent(
-                    reply_id=agent.state.reply_id, tool_call_id=result.id, delta=refusal
-                )
-            )
-            await emit(
-                ToolResultEndEvent(
-                    reply_id=agent.state.reply_id, tool_call_id=result.id, state=result.state
-                )
-            )
+                    reply_id=reply_id, tool_call_id=result.id, tool_call_name=result.name
+                ),
+                ToolResultTextDeltaEvent(reply_id=reply_id, tool_call_id=result.id, delta=refusal),
+                ToolResultEndEvent(reply_id=reply_id, tool_call_id=result.id, state=result.state),
+            ]
+        return events
 
     async def _call_model(
         self,
@@ -362,7 +355,7 @@ class Reasoner:
                     if emitted:
                         raise
                     last_error = exc
-                    logger.warning(
+                    logger.info(  # handled: retried, or raised once the attempts run out
                         "model call to %s failed (attempt %d): %s",
                         model_name(model),
                         attempt + 1,

@@ -8,12 +8,14 @@ input of the current reasoning step.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeAlias, TypeVar
 
 import trio
 
 from .._core.chain import Kwargs
+from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
 from .._core.json_types import JSONObject
 from ..event import AgentEvent, ReplyEndEvent, ReplyStartEvent
@@ -139,6 +141,13 @@ class ModelInput:
 
 Consumer = Callable[[ReplyItem], Awaitable[None]]
 
+T = TypeVar("T")
+
+
+def cancel_pending() -> bool:
+    """Whether the calling task is in a cancelled scope (its next checkpoint raises)."""
+    return trio.current_effective_deadline() == -math.inf
+
 
 class Reply:
     """One call of ``reply()`` / ``stream()``: its cancel scope, the outermost sink of the
@@ -151,11 +160,14 @@ class Reply:
     """
 
     __slots__ = (
+        "_budget_spent",
+        "_cleanup_deadline",
         "_consumer",
         "end",
         "exit_msg",
         "failure",
         "final_msg",
+        "grace",
         "made_progress",
         "model_input",
         "outcome",
@@ -167,8 +179,12 @@ class Reply:
         "tools",
     )
 
-    def __init__(self, consumer: Consumer | None, toolkit: Toolkit) -> None:
+    def __init__(self, consumer: Consumer | None, toolkit: Toolkit, grace: float) -> None:
         self._consumer = consumer
+        #: ``react_config.interrupt_grace`` when the reply started: the budget of its cleanup.
+        self.grace = grace
+        self._cleanup_deadline: float | None = None
+        self._budget_spent = False
         self.scope = trio.CancelScope()
         self.tools = ReplyTools(toolkit)
         self.started = False
@@ -201,6 +217,66 @@ class Reply:
             self.started = True
         if self._consumer is not None:
             await self._consumer(item)
+
+    def cleanup_deadline(self) -> float:
+        """When the reply's cleanup must be over: one ``grace`` after it began.
+
+        Every layer's cleanup (the model call's, the tools', the reply's end) shares this one
+        deadline, so the whole cleanup is bounded by one grace, not one per layer.
+        """
+        if self._cleanup_deadline is None:
+            self._cleanup_deadline = trio.current_time() + self.grace
+        return self._cleanup_deadline
+
+    async def hand_over(self, emit: Callable[[T], Awaitable[None]], items: Iterable[T]) -> None:
+        """Emit the closing items of a step whose state is already written.
+
+        Outside a cancellation they are emitted as usual; once one is pending (or lands while
+        they are emitted) the rest are emitted within the reply's cleanup budget
+        (:meth:`cleanup_deadline`).  Each item is still handed to ``emit`` after the budget
+        ran out -- what its layers do without waiting (record it, put it in a buffer with
+        room) still happens -- but any wait for a slow consumer is cut short at once.  The
+        state never depends on these deliveries: a slow consumer can lose the tail of the
+        closing events, never the partial answer, the results or the final Msg.
+        """
+        pending = iter(items)
+        if self._cleanup_deadline is None and not cancel_pending():
+            try:
+                for item in pending:
+                    await emit(item)
+            except BaseException as exc:
+                if not is_cancellation(exc):
+                    raise
+                await self._within_budget(emit, pending)
+                raise
+            return
+        await self._within_budget(emit, pending)
+
+    async def _within_budget(
+        self, emit: Callable[[T], Awaitable[None]], items: Iterable[T]
+    ) -> None:
+        deadline = self.cleanup_deadline()
+        pending = iter(items)
+        while True:
+            with trio.CancelScope(shield=True, deadline=deadline) as scope:
+                # Shielded so the closing items reach the consumer while the reply is
+                # cancelled; bounded by the reply's cleanup deadline (one
+                # react_config.interrupt_grace for the whole cleanup).
+                for item in pending:
+                    await emit(item)
+            if not scope.cancelled_caught:
+                return
+            # The budget ran out during an item: each of the rest is still handed over, in a
+            # scope already past its deadline, so only its first wait is cut short.
+            if not self._budget_spent:
+                self._budget_spent = True
+                logger.warning(
+                    "the consumer did not take the closing events of reply %s within "
+                    "interrupt_grace (%ss): the rest are handed over without waiting "
+                    "(the context and the final Msg are complete)",
+                    self.reply_id,
+                    self.grace,
+                )
 
     def holds(self, item: ReplyItem) -> bool:
         """Hold a pulling layer's producer after an end event until the layer passed it on

@@ -67,21 +67,23 @@ class ResultWriter:
         if blocks:
             self._state.append_context(self._name, blocks)
 
+    def record(self, call: ToolCallBlock, result: ToolResultBlock) -> ToolResultEndEvent:
+        """Store a result (finishing the call); returns the end event that announces it."""
+        if result.finished_at is None:
+            result.finished_at = generate_timestamp()
+        self.write(call, result)
+        return ToolResultEndEvent(
+            reply_id=self._state.reply_id,
+            tool_call_id=call.id,
+            state=result.state,
+            metadata=dict(result.metadata),
+        )
+
     async def finish(
         self, call: ToolCallBlock, emit: Emit[AgentEvent], result: ToolResultBlock
     ) -> None:
         """Store a result (finishing the call) and emit its end event."""
-        if result.finished_at is None:
-            result.finished_at = generate_timestamp()
-        self.write(call, result)
-        await emit(
-            ToolResultEndEvent(
-                reply_id=self._state.reply_id,
-                tool_call_id=call.id,
-                state=result.state,
-                metadata=dict(result.metadata),
-            )
-        )
+        await emit(self.record(call, result))
 
     async def quick(
         self, call: ToolCallBlock, emit: Emit[AgentEvent], text: str, state: ToolResultState
@@ -95,31 +97,34 @@ class ResultWriter:
         result = ToolResultBlock(id=call.id, name=call.name, output=text, state=state)
         await self.finish(call, emit, result)
 
-    async def close_unfinished(self, emit: Emit[AgentEvent], error: BaseException | None) -> None:
-        """Give every call of the reply message without a result an interrupted one."""
+    def close_unfinished(self, error: BaseException | None) -> list[AgentEvent]:
+        """Give every call of the reply message without a result an interrupted one (written
+        at once); returns the events announcing them, for the caller to emit."""
         last = self._state.reply_message(self._name)
         if last is None:
-            return
+            return []
         answered = {b.id for b in last.content if isinstance(b, ToolResultBlock)}
         reply_id = self._state.reply_id
         text = ABORTED_TEXT if error is not None else INTERRUPTED_TEXT
         unanswered = [
             b for b in last.content if isinstance(b, ToolCallBlock) and b.id not in answered
         ]
+        events: list[AgentEvent] = []
         for call in unanswered:
             if call.state not in (ToolCallState.ALLOWED, ToolCallState.SUBMITTED):
-                await emit(
+                events.append(
                     ToolResultStartEvent(
                         reply_id=reply_id, tool_call_id=call.id, tool_call_name=call.name
                     )
                 )
-            await emit(
+            events.append(
                 ToolResultTextDeltaEvent(reply_id=reply_id, tool_call_id=call.id, delta=text)
             )
             result = ToolResultBlock(
                 id=call.id, name=call.name, output=text, state=ToolResultState.INTERRUPTED
             )
-            await self.finish(call, emit, result)
+            events.append(self.record(call, result))
+        return events
 
     def close_left_by_a_snapshot(self) -> None:
         """Answer calls that a state saved mid-reply (a per-event checkpoint) left without one.

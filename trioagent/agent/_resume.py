@@ -8,6 +8,7 @@ event, or aborts it with a ``UserInterruptEvent``.
 from __future__ import annotations
 
 import copy
+from typing import cast
 
 from .._core.emit import Emit
 from ..event import (
@@ -16,7 +17,8 @@ from ..event import (
     UserConfirmResultEvent,
     UserInterruptEvent,
 )
-from ..message import ToolCallBlock, ToolCallState, ToolResultState
+from ..message import ToolCallBlock, ToolCallState, ToolResultBlock, ToolResultState
+from ._as_tool import PARKED_KEY, AgentTool, nested_waiting
 from ._protocol import AgentLike
 from ._reply import ReplyTools
 from ._results import ResultWriter, output_events
@@ -77,6 +79,14 @@ class Resumer:
             jsonschema.ValidationError: an external result whose metadata fails the tool's
                 ``metadata_schema``.
         """
+        nested = self._nested(event, tools)
+        if nested is not None and event is not None:
+            # An agent called as a tool is parked on it: apply() routes it there, so it is
+            # checked by that agent's rules now, before anything changes here.
+            target = nested[1].parked_agent(event.reply_id)
+            assert target is not None
+            await Resumer(cast(AgentLike, target)).check(event, ReplyTools(target.toolkit))
+            return True
         awaiting = self._agent.state.get_awaiting_tool_calls(self._agent.name)
         if event is None:
             if awaiting:
@@ -118,17 +128,51 @@ class Resumer:
             return True
         raise TypeError(f"unsupported resume event {type(event).__name__}")
 
+    def _nested(
+        self, event: ResumeEvent | None, tools: ReplyTools
+    ) -> tuple[ToolCallBlock, AgentTool] | None:
+        """The parked call whose agent (called as a tool) waits on the event's reply."""
+        agent = self._agent
+        if not isinstance(event, UserConfirmResultEvent | ExternalExecutionResultEvent):
+            return None
+        if not event.reply_id or event.reply_id == agent.state.reply_id:
+            return None
+        return nested_waiting(agent.state, agent.name, tools, event.reply_id)
+
+    async def abort_nested(self, tools: ReplyTools) -> None:
+        """Abort the parked replies of agents this agent called as tools (before a
+        ``UserInterruptEvent`` aborts this one)."""
+        agent = self._agent
+        for call in agent.state.get_awaiting_tool_calls(agent.name):
+            tool = tools.get_tool(call.name)
+            if isinstance(tool, AgentTool):
+                await tool.abort()
+
     async def apply(
         self,
         event: UserConfirmResultEvent | ExternalExecutionResultEvent,
         emit: Emit[AgentEvent],
+        tools: ReplyTools,
     ) -> None:
         """Apply a checked resume event to the parked calls."""
         agent = self._agent
+        writer = ResultWriter(agent.state, agent.name)
+        nested = self._nested(event, tools)
+        if nested is not None:
+            call, tool = nested
+            response = await tool.resume(event)
+            if not response.metadata.get(PARKED_KEY):
+                for item in output_events(agent.state.reply_id, call.id, response.content):
+                    await emit(item)
+                output = list(response.content)
+                result = ToolResultBlock(
+                    id=call.id, name=call.name, output=output, state=response.state
+                )
+                await writer.finish(call, emit, result)
+            return
         last = agent.state.reply_message(agent.name)
         assert last is not None
         calls = {b.id: b for b in last.content if isinstance(b, ToolCallBlock)}
-        writer = ResultWriter(agent.state, agent.name)
         if isinstance(event, UserConfirmResultEvent):
             answers = {r.tool_call.id: r for r in event.confirm_results}
             for call_id, call in calls.items():

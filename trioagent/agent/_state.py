@@ -26,7 +26,15 @@ from ..message import (
 )
 from ..permission import PermissionContext
 from ..serialization import converter
-from ..tool import ReadCacheEntry, Task, TaskContext, TaskState, ToolContext
+from ..tool import (
+    ClassSchema,
+    ReadCacheEntry,
+    Task,
+    TaskContext,
+    TaskState,
+    ToolContext,
+    is_schema_class,
+)
 
 __all__ = [
     "AgentState",
@@ -43,8 +51,8 @@ __all__ = [
 class ReplyContext:
     """The reply in progress.
 
-    ``structured_schema`` is a JSON-schema dict, or in process a class with
-    ``model_json_schema()`` (e.g. a pydantic model); it is saved as its JSON schema.
+    ``structured_schema`` is a JSON-schema dict, or in process a class (a pydantic model, an
+    attrs class, a dataclass or a ``TypedDict``); it is saved as its JSON schema.
     """
 
     reply_id: str = attrs.field(factory=generate_id)
@@ -136,7 +144,9 @@ class AgentState:
 
 
 def schema_of(schema: Any) -> dict[str, Any] | None:
-    """The JSON schema of a structured-output schema (dict or class), ``None`` for none."""
+    """The JSON schema of a structured-output schema, ``None`` for none: a JSON-schema dict,
+    a pydantic model (``model_json_schema()``), an attrs class, a dataclass or a
+    ``TypedDict``."""
     if schema is None:
         return None
     if isinstance(schema, dict):
@@ -146,9 +156,11 @@ def schema_of(schema: Any) -> dict[str, Any] | None:
         result = method()
         if isinstance(result, dict):
             return copy.deepcopy(result)
+    if is_schema_class(schema):
+        return ClassSchema(schema).schema
     raise TypeError(
-        "structured_schema must be a JSON-schema dict or a class with model_json_schema(), "
-        f"got {schema!r}"
+        "structured_schema must be a JSON-schema dict, a pydantic model, an attrs class, a "
+        f"dataclass or a TypedDict, got {schema!r}"
     )
 
 

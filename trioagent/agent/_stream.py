@@ -79,9 +79,14 @@ class ReplyStream:
 
         with send:
             try:
-                await self._run_reply(consume, task_status.started)
+                run = await self._run_reply(consume, task_status.started)
             finally:
                 self._done = True
+            final = getattr(run, "final_msg", None)
+            if self.msg is None and isinstance(final, Msg):
+                # The Msg never reached the consumer (a layer dropped it on the way, or the
+                # cleanup budget ran out): the reply still recorded it.
+                self.msg = final
 
     @property
     def result(self) -> Msg:

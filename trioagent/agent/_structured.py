@@ -2,6 +2,11 @@
 
 For a reply with a ``structured_schema`` the agent offers this tool (to that reply only) and
 keeps reminding the model to call it; the reply completes once a valid object was generated.
+An invalid object is an error result the model reads, and it tries again.  The schema is a
+JSON-schema dict, a pydantic model (checked by ``model_validate``), or an attrs class,
+dataclass or ``TypedDict`` (checked against the schema, then converted field by field so
+field types and attrs validators apply).  The final Msg keeps the object as JSON in
+``structured_output``; ``msg.get_structured_output(Schema)`` gives it back typed.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Any
 
 from ..message import TextBlock
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
-from ..tool import ToolBase, ToolChunk
+from ..tool import ClassSchema, ToolBase, ToolChunk, is_schema_class
 from ._state import schema_of
 
 __all__ = ["STRUCTURED_OUTPUT_TOOL_NAME", "StructuredOutputTool"]
@@ -80,12 +85,17 @@ class StructuredOutputTool(ToolBase):
             if callable(validate):
                 output = validate(kwargs).model_dump(mode="json")
             else:
+                checked = ClassSchema(schema) if is_schema_class(schema) else None
                 instance = dict(kwargs)
+                json_schema = checked.schema if checked is not None else schema
                 errors = sorted(
-                    _filling_validator()(schema).iter_errors(instance), key=lambda e: list(e.path)
+                    _filling_validator()(json_schema).iter_errors(instance),
+                    key=lambda e: list(e.path),
                 )
                 if errors:
                     raise ValueError("; ".join(f"{e.json_path}: {e.message}" for e in errors))
+                if checked is not None:
+                    checked.check(instance)
                 output = instance
         except Exception as exc:
             return ToolChunk(

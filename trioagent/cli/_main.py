@@ -31,7 +31,7 @@ __all__ = ["main"]
 
 def cmd_chat(args: argparse.Namespace) -> int:
     if not args.verbose:
-        # Retry warnings and the like would garble the conversation; errors still show.
+        # Warnings (skipped content and the like) would garble the conversation; errors show.
         logging.getLogger("trioagent").setLevel(logging.ERROR)
     options = ChatOptions(model=args.model, base_url=args.base_url, session=args.session)
     if args.system is not None:
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         "by default ~/.local/share/trioagent)",
     )
     chat.add_argument(
-        "--verbose", action="store_true", help="show the library's warnings (retries, ...)"
+        "--verbose", action="store_true", help="show the library's warnings (skipped content, ...)"
     )
     chat.set_defaults(func=cmd_chat)
     return parser

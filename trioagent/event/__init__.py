@@ -35,8 +35,14 @@ from ._events import (
     UserConfirmResultEvent as UserConfirmResultEvent,
     UserInterruptEvent as UserInterruptEvent,
 )
+from ._path import (
+    AGENT_PATH_KEY as AGENT_PATH_KEY,
+    agent_path as agent_path,
+    tag_agent as tag_agent,
+)
 
 __all__ = [
+    "AGENT_PATH_KEY",
     "EVENT_CLASSES",
     "AgentEvent",
     "ConfirmResult",
@@ -70,4 +76,6 @@ __all__ = [
     "ToolResultTextDeltaEvent",
     "UserConfirmResultEvent",
     "UserInterruptEvent",
+    "agent_path",
+    "tag_agent",
 ]

@@ -1,10 +1,12 @@
 """The MCP client: one server, its tools as :class:`~trioagent.tool.MCPTool` objects.
 
 A **stateful** client holds one session open for as long as ``async with client:`` lasts; a
-stdio server process lives exactly that long.  The session is owned by a task of the client's
-own nursery, so a crash of the connection is recorded and logged instead of cancelling the
-code inside the ``async with`` block.  A **stateless** client (HTTP only) opens a fresh
-session for every operation and holds nothing open.
+stdio server process (with every process it started: its process group) lives exactly that
+long.  The session is owned by a task of the client's own nursery, so a crash of the
+connection is recorded and logged instead of cancelling the code inside the ``async with``
+block; while the server is down its tools stay listed, each call is an error naming the
+server, and the client connects again with backoff (``reconnect_delay``).  A **stateless**
+client (HTTP only) opens a fresh session for every operation and holds nothing open.
 
 The toolkit reads the tools as last listed (:meth:`MCPClient.listed_tools`, no I/O): they are
 listed when the client is entered, again by ``await client.list_tools()``, and, on a stateful
@@ -16,9 +18,11 @@ client, whenever the server says its tools changed: a ``tools`` change event on 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import re
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TypeVar, cast
@@ -41,6 +45,7 @@ from ..exception import TrioagentError
 from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
 from ._config import HttpMCPConfig, StdioMCPConfig
 from ._convert import convert_result, tool_spec
+from ._stdio import StdioTransport
 
 __all__ = ["MCPClient", "MCPClientError"]
 
@@ -49,6 +54,8 @@ logger = logging.getLogger("trioagent.mcp")
 _NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: Seconds connecting waits for the server to acknowledge the tool-change subscription.
 _LISTEN_ACK_TIMEOUT = 5.0
+#: The longest wait between two attempts to reconnect (the wait doubles from reconnect_delay).
+_RECONNECT_MAX_DELAY = 30.0
 _T = TypeVar("_T")
 
 
@@ -101,7 +108,10 @@ class MCPClient:
         execution_timeout: seconds a tool call may take before it is cancelled.
         stream_progress: pass the server's progress notifications on as progress chunks
             (``CustomEvent("mcp_progress")`` in a reply).
-        connect_timeout: seconds for connecting and the first listing.
+        connect_timeout: seconds for connecting and the first listing (and each reconnection).
+        reconnect_delay: a stateful client whose session ends on its own (the server died,
+            the connection broke) connects again after this many seconds, the wait doubling
+            after each failed attempt up to 30 s; ``None``: it stays down.
 
     Raises:
         ValueError: a bad name, a stateless stdio client, overlapping or malformed filters,
@@ -119,6 +129,7 @@ class MCPClient:
         execution_timeout: float | None = None,
         stream_progress: bool = False,
         connect_timeout: float | None = 30.0,
+        reconnect_delay: float | None = 0.5,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -141,6 +152,7 @@ class MCPClient:
         for label, value in (
             ("execution_timeout", execution_timeout),
             ("connect_timeout", connect_timeout),
+            ("reconnect_delay", reconnect_delay),
         ):
             if value is not None and not value > 0:
                 raise ValueError(f"{label} must be a positive number of seconds or None")
@@ -152,14 +164,22 @@ class MCPClient:
         self.execution_timeout = execution_timeout
         self.stream_progress = stream_progress
         self.connect_timeout = connect_timeout
+        self.reconnect_delay = reconnect_delay
         self._entered = False
+        #: Between a successful ``__aenter__`` and ``__aexit__``.
+        self._open = False
         self._session: Client | None = None
         self._nursery_manager: contextlib.AbstractAsyncContextManager[trio.Nursery] | None = None
         self._closing = trio.Event()
+        #: Set when the current session is to end (the server died, or the client is left).
+        self._ended = trio.Event()
+        self._reconnecting = trio.CancelScope()
+        self._retry_note: str | None = None
         #: Holds one item while a refresh of the listed tools is due (changes coalesce).
         self._changes_in, self._changes_out = trio.open_memory_channel[None](1)
         self._tools: list[MCPTool] | None = None
         self._listing_error: str | None = None
+        #: Why the server is down (``None`` while a session is up).
         self._lost: str | None = None
 
     def __repr__(self) -> str:
@@ -188,18 +208,15 @@ class MCPClient:
         return self._session is not None and self._lost is None
 
     def listed_tools(self) -> list[ToolBase]:
-        """The tools as last listed, filters applied (no I/O).
+        """The tools as last listed, filters applied (no I/O).  While the server is down they
+        stay listed: a call then gets an error result saying so.
 
         Raises:
-            MCPClientError: not connected, the session was lost, or the tools were never
+            MCPClientError: a stateful client outside ``async with``, or the tools were never
                 listed successfully.
         """
-        if self._is_stateful and self._session is None:
+        if self._is_stateful and not self._open:
             raise MCPClientError(f"MCP server {self._name!r} is not connected")
-        if self._lost is not None:
-            raise MCPClientError(
-                f"the session with MCP server {self._name!r} was lost: {self._lost}"
-            )
         if self._tools is None:
             reason = self._listing_error or "enter `async with client:` or await list_tools()"
             raise MCPClientError(
@@ -228,7 +245,6 @@ class MCPClient:
         except MCPClientError as exc:
             raise MCPCallError(str(exc)) from None
         except Exception as exc:
-            self._note_failure(exc)
             raise MCPCallError(_describe(exc)) from None
         return convert_result(result)
 
@@ -245,7 +261,6 @@ class MCPClient:
         except MCPClientError:
             raise
         except Exception as exc:
-            self._note_failure(exc)
             self._listing_error = _describe(exc)
             raise MCPClientError(
                 f"listing the tools of MCP server {self._name!r} failed: {self._listing_error}"
@@ -287,9 +302,12 @@ class MCPClient:
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def _new_session(self) -> Client:
+    def _new_session(self, on_end: Callable[[str], None]) -> Client:
+        """A session over a new connection; ``on_end(reason)`` hears of a stdio server's end."""
         config = self.config
-        if isinstance(config, StdioMCPConfig):
+        if isinstance(config, StdioMCPConfig) and sys.platform != "win32":
+            return Client(StdioTransport(config, on_end), message_handler=self._on_message)
+        if isinstance(config, StdioMCPConfig):  # pragma: no cover - no process groups there
             params = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
@@ -368,29 +386,46 @@ class MCPClient:
             task_status.started()
 
     async def _with_session(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
-        """Run ``operation`` on the open session (stateful) or a fresh one (stateless)."""
+        """Run ``operation`` on the open session (stateful) or a fresh one (stateless).
+
+        Raises:
+            MCPClientError: a stateful client outside ``async with``, or the server is down
+                (also when the connection is lost during ``operation``).
+        """
         if not self._is_stateful:
             try:
-                async with self._new_session() as fresh:
+                async with self._new_session(lambda reason: None) as fresh:
                     return await operation(fresh)
             except BaseExceptionGroup as group:
                 reraise_unwrapped(group)  # the SDK's task groups: the one error, or Cancelled
         session = self._session
-        if session is None:
-            raise MCPClientError(f"MCP server {self._name!r} is not connected")
-        if self._lost is not None:
-            raise MCPClientError(
-                f"the session with MCP server {self._name!r} was lost: {self._lost}"
-            )
-        return await operation(session)
+        if session is None or self._lost is not None:
+            if not self._open:
+                raise MCPClientError(f"MCP server {self._name!r} is not connected")
+            raise MCPClientError(self._down_message())
+        try:
+            return await operation(session)
+        except Exception as exc:
+            if not _connection_lost(exc):
+                raise
+            if session is self._session:
+                self._end_session(self._ended, _describe(exc))
+            raise MCPClientError(self._down_message()) from None
 
-    def _note_failure(self, exc: BaseException) -> None:
-        if self._is_stateful and self._session is not None and _connection_lost(exc):
-            if self._lost is None:
-                logger.warning(
-                    "The session with MCP server %r was lost: %s", self._name, _describe(exc)
-                )
-            self._lost = _describe(exc)
+    def _end_session(self, ended: trio.Event, reason: str) -> None:
+        """The session that ``ended`` belongs to is over, for ``reason``: end it (its task
+        then reconnects)."""
+        if not ended.is_set():
+            self._lost = self._lost or reason
+            ended.set()
+
+    def _down_message(self) -> str:
+        text = f"MCP server {self._name!r} is down ({self._lost or 'its session ended'})"
+        if self.reconnect_delay is None or self._closing.is_set():
+            return f"{text}; not reconnecting"
+        if self._retry_note is not None:
+            return f"{text}; reconnecting ({self._retry_note})"
+        return f"{text}; reconnecting"
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -419,9 +454,10 @@ class MCPClient:
             return self
         nursery_manager = trio.open_nursery()
         nursery = await nursery_manager.__aenter__()
+        finished = trio.Event()
         try:
             with trio.fail_after(_or_inf(self.connect_timeout)):
-                await nursery.start(self._own_session)
+                await nursery.start(self._hold_session, finished)
         except BaseException as exc:
             # The session task ended before it started: the nursery has no child left.
             self._closing.set()
@@ -432,6 +468,8 @@ class MCPClient:
                 ) from None
             raise
         self._nursery_manager = nursery_manager
+        self._open = True
+        nursery.start_soon(self._keep_connected, nursery, finished)
         return self
 
     async def __aexit__(
@@ -444,7 +482,10 @@ class MCPClient:
         manager = self._nursery_manager
         if manager is None:
             return None
+        self._open = False
         self._closing.set()
+        self._ended.set()
+        self._reconnecting.cancel()
         try:
             return await manager.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -452,27 +493,60 @@ class MCPClient:
         finally:
             self._nursery_manager = None
 
-    async def _own_session(self, *, task_status: trio.TaskStatus[None]) -> None:
-        """Hold the session from connecting to closing; record (not raise) a later crash."""
+    async def _hold_session(
+        self, finished: trio.Event, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Hold one session until it ends: the client is left, or the server died or the
+        connection broke (recorded, not raised, once started).  ``finished`` is set then."""
+        ended = self._ended = trio.Event()
         started = False
         try:
-            async with self._new_session() as session:
+            async with self._new_session(functools.partial(self._end_session, ended)) as session:
                 await self._fetch(session)
                 async with trio.open_nursery() as followers:
                     await followers.start(self._listen_for_changes, session)
                     followers.start_soon(self._refresh_on_change)
-                    self._session = session
+                    self._session, self._lost, self._retry_note = session, None, None
                     started = True
                     task_status.started()
-                    await self._closing.wait()
+                    await ended.wait()
                     followers.cancel_scope.cancel()
         except Exception as exc:
             if not started:
                 raise
             self._lost = self._lost or _describe(exc)
-            logger.warning("The session with MCP server %r ended: %s", self._name, self._lost)
         finally:
             self._session = None
+            finished.set()
+
+    async def _keep_connected(self, nursery: trio.Nursery, finished: trio.Event) -> None:
+        """Each time the session ends on its own, say so and connect again: first after
+        ``reconnect_delay``, the wait doubling after each failure, until the client is left."""
+        with self._reconnecting:
+            while True:
+                await finished.wait()
+                if self._closing.is_set():
+                    return
+                logger.warning("%s", self._down_message())
+                if self.reconnect_delay is None:
+                    return
+                delay, failures = self.reconnect_delay, 0
+                while True:
+                    await trio.sleep(delay)
+                    finished = trio.Event()
+                    try:
+                        with trio.fail_after(_or_inf(self.connect_timeout)):
+                            await nursery.start(self._hold_session, finished)
+                    except Exception as exc:
+                        failures += 1
+                        self._retry_note = f"failed {failures} time(s) so far: {_describe(exc)}"
+                        logger.info(
+                            "Reconnecting to MCP server %r %s", self._name, self._retry_note
+                        )
+                        delay = min(delay * 2, _RECONNECT_MAX_DELAY)
+                        continue
+                    logger.warning("Reconnected to MCP server %r; its tools are back", self._name)
+                    break
 
 
 class _HttpTransport:

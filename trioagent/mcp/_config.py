@@ -67,8 +67,9 @@ class StdioMCPConfig:
     """A server started as a subprocess, spoken to over its stdin and stdout.
 
     The process runs in its own process group; leaving ``async with client:`` closes its stdin,
-    waits a short grace period, then terminates the whole group.  A stdio client is always
-    stateful: its session lives as long as the process.
+    waits a short grace period, then sends ``SIGTERM`` to whatever is left of the group (and
+    ``SIGKILL`` after another).  A stdio client is always stateful: its session lives as long
+    as the process (a new process when the client reconnects after the server died).
 
     Args:
         command: the executable.

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import logging
+import typing
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, cast, overload
 
 import attrs
+import cattrs
 
 from .. import event as ev
 from .._blocks import (
@@ -27,6 +29,7 @@ from .._blocks import (
 )
 from .._core.ids import generate_id, generate_timestamp
 from .._core.json_types import JSONObject
+from ..exception import StructuredOutputError
 from ..types import ErrorInfo, ReplyFinishedReason
 
 __all__ = ["AssistantMsg", "Msg", "Role", "SystemMsg", "Usage", "UserMsg"]
@@ -40,6 +43,10 @@ _ROLE_BLOCKS: dict[str, tuple[type, ...]] = {
     "assistant": CONTENT_BLOCK_TYPES,
 }
 _B = TypeVar("_B")
+_T = TypeVar("_T")
+# Structured output into attrs classes and dataclasses, keyed as their schema is (an attrs
+# field by its alias).
+_STRUCTURER = cattrs.Converter(use_alias=True)
 
 
 @attrs.define(kw_only=True)
@@ -129,6 +136,40 @@ class Msg:
         """The text blocks joined by ``sep``; ``None`` when there is no text block."""
         texts = [b.text for b in self.content if isinstance(b, TextBlock)]
         return sep.join(texts) if texts else None
+
+    def get_structured_output(self, schema: type[_T]) -> _T:
+        """The reply's structured output as an instance of ``schema``, typed for mypy.
+
+        ``schema`` is the class the reply was asked for (``reply(...,
+        structured_schema=Schema)``): a pydantic model (``model_validate``), an attrs class or
+        a dataclass (structured by cattrs, an attrs field by its alias), or a ``TypedDict``
+        (a copy of the object).  :attr:`structured_output` keeps the JSON object, so this also
+        works on a message loaded from saved state.
+
+        Raises:
+            StructuredOutputError: the message has no structured output (the reply was
+                interrupted, ended with an error or was not asked for one), or the object
+                does not fit ``schema``.
+        """
+        data = self.structured_output
+        if data is None:
+            reason = self.finished_reason.value if self.finished_reason else "not finished"
+            raise StructuredOutputError(
+                f"message {self.id!r} has no structured output (finished_reason: {reason}); "
+                "reply(..., structured_schema=...) sets it on a completed reply"
+            )
+        try:
+            validate = getattr(schema, "model_validate", None)
+            if callable(validate):
+                return cast(_T, validate(copy.deepcopy(data)))
+            if typing.is_typeddict(schema):
+                return cast(_T, copy.deepcopy(data))
+            return _STRUCTURER.structure(data, schema)
+        except Exception as exc:
+            raise StructuredOutputError(
+                f"the structured output of message {self.id!r} does not fit "
+                f"{getattr(schema, '__name__', schema)!r}: {exc}"
+            ) from exc
 
     def append_usage(self, usage: Usage) -> None:
         """Add a model call's usage (copied on first use)."""
@@ -320,27 +361,70 @@ def _wrap(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
     return list(content)
 
 
+_UserContent: TypeAlias = "str | Sequence[TextBlock | DataBlock]"
+
+
+@overload
+def UserMsg(
+    content: _UserContent,
+    /,
+    *,
+    name: str = "user",
+    metadata: JSONObject | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
+) -> Msg: ...
+@overload
 def UserMsg(
     name: str,
-    content: str | Sequence[TextBlock | DataBlock],
+    content: _UserContent,
     *,
     metadata: JSONObject | None = None,
     created_at: str | None = None,
     finished_at: str | None = None,
     finished_reason: ReplyFinishedReason | None = None,
     id: str | None = None,
+) -> Msg: ...
+
+
+def UserMsg(
+    *args: Any,
+    name: str | None = None,
+    content: _UserContent | None = None,
+    metadata: JSONObject | None = None,
+    created_at: str | None = None,
+    finished_at: str | None = None,
+    finished_reason: ReplyFinishedReason | None = None,
+    id: str | None = None,
 ) -> Msg:
-    """A user message; a str becomes a ``TextBlock``; ``finished_at`` defaults to ``created_at``."""
-    created = created_at or generate_timestamp()
-    return Msg(
-        name,
-        _wrap(content),
-        "user",
-        id=id or generate_id(),
-        metadata=metadata or {},
-        created_at=created,
-        finished_at=finished_at or created,
-        finished_reason=finished_reason,
+    """A user message; a str becomes a ``TextBlock``; ``finished_at`` defaults to ``created_at``.
+
+    Two forms: ``UserMsg("hi")`` (the sender's name is ``"user"``, or ``name=``) and
+    ``UserMsg("alice", "hi")`` (name first, as for every other message factory).
+    """
+    if len(args) > 2:
+        raise TypeError(f"UserMsg takes at most 2 positional arguments ({len(args)} given)")
+    if len(args) == 2:
+        if name is not None or content is not None:
+            raise TypeError("UserMsg(name, content) got name= or content= a second time")
+        name, content = args
+    elif len(args) == 1:
+        if content is None:
+            content = args[0]
+        elif name is None:
+            name = args[0]
+        else:
+            raise TypeError("UserMsg got name= and content= besides a positional argument")
+    if content is None:
+        raise TypeError("UserMsg needs a content: UserMsg('hi') or UserMsg('alice', 'hi')")
+    if name is None:
+        name = "user"
+    if not isinstance(name, str):
+        raise TypeError(f"UserMsg's name must be a str, got {type(name).__name__}")
+    return _finished_on_creation(
+        name, content, "user", metadata, created_at, finished_at, finished_reason, id
     )
 
 
@@ -355,11 +439,28 @@ def SystemMsg(
     id: str | None = None,
 ) -> Msg:
     """A system message (text only); ``finished_at`` defaults to ``created_at``."""
+    return _finished_on_creation(
+        name, content, "system", metadata, created_at, finished_at, finished_reason, id
+    )
+
+
+def _finished_on_creation(
+    name: str,
+    content: str | Sequence[ContentBlock],
+    role: Role,
+    metadata: JSONObject | None,
+    created_at: str | None,
+    finished_at: str | None,
+    finished_reason: ReplyFinishedReason | None,
+    id: str | None,
+) -> Msg:
+    """A user or system message: complete when made, so ``finished_at`` defaults to
+    ``created_at``."""
     created = created_at or generate_timestamp()
     return Msg(
         name,
         _wrap(content),
-        "system",
+        role,
         id=id or generate_id(),
         metadata=metadata or {},
         created_at=created,

@@ -49,12 +49,17 @@ from ..memory import (
     MemoryFileHeader,
 )
 from ..message import HintBlock, Msg
-from ..model import ChatModelBase
+from ..model import ChatModelBase, as_chat_model
 from ._base import MiddlewareBase
 
 __all__ = ["AgenticMemoryMiddleware"]
 
 logger = logging.getLogger("trioagent.middleware")
+
+
+def _retrieval_model(model: ChatModelBase | str | None) -> ChatModelBase | None:
+    """A ``"provider:model"`` spec string becomes a model; the rest is validated as given."""
+    return as_chat_model(model, "retrieval_model") if isinstance(model, str) else model
 
 
 @attrs.define(eq=False)
@@ -113,7 +118,8 @@ class AgenticMemoryMiddleware(MiddlewareBase):
                 ``{memory_dir}`` is replaced by the memory directory (plain substitution,
                 other braces stay as they are).
             retrieval_async: start a retrieval at the beginning of each reply.
-            retrieval_model: the model choosing the files (``None``: the agent's model).
+            retrieval_model: the model choosing the files, or a ``"provider:model"`` spec string
+                (``None``: the agent's model).
             retrieval_max_tokens_per_md: the token budget of each surfaced file.
             retrieval_max_files: how many files (newest first) the manifest lists at most.
             retrieval_max_tokens_per_frontmatter: how much of each file is read for its
@@ -132,6 +138,7 @@ class AgenticMemoryMiddleware(MiddlewareBase):
         )
         retrieval_model: ChatModelBase | None = attrs.field(
             default=None,
+            converter=_retrieval_model,
             validator=attrs.validators.optional(attrs.validators.instance_of(ChatModelBase)),
         )
         retrieval_max_tokens_per_md: int = attrs.field(

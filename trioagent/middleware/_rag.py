@@ -37,7 +37,7 @@ from .._core.json_types import JSONObject
 from ..agent import AgentLike, ReplyItem
 from ..event import HintBlockEvent, ReplyStartEvent
 from ..message import ContentBlock, DataBlock, HintBlock, Msg, TextBlock
-from ..model import ChatModelBase
+from ..model import ChatModelBase, as_chat_model
 from ..rag import (
     DEFAULT_RERANK_PROMPT,
     MAX_CANDIDATE_K,
@@ -242,8 +242,8 @@ class RAGMiddleware(MiddlewareBase):
             middleware orchestrates them; it does not own or close them).
         parameters: a :class:`RAGMiddleware.Parameters` (or a mapping of its fields);
             defaults to ``Parameters()`` (agentic mode, ``top_k=5``).
-        rerank_model: an optional chat model that reorders a widened candidate list by
-            structured output (best effort).
+        rerank_model: an optional chat model (or a ``"provider:model"`` spec string) that
+            reorders a widened candidate list by structured output (best effort).
 
     Static mode keeps the reply's query blocks in
     ``agent.state.middle_context["RAGMiddleware"][reply_id]`` (as JSON, from the
@@ -261,7 +261,7 @@ class RAGMiddleware(MiddlewareBase):
         self,
         knowledge_bases: Sequence[KnowledgeBase],
         parameters: _Parameters | Mapping[str, Any] | None = None,
-        rerank_model: ChatModelBase | None = None,
+        rerank_model: ChatModelBase | str | None = None,
     ) -> None:
         if isinstance(parameters, Mapping):
             parameters = _Parameters(**parameters)
@@ -274,7 +274,9 @@ class RAGMiddleware(MiddlewareBase):
             )
         self.knowledge_bases: list[KnowledgeBase] = list(knowledge_bases)
         self.parameters: _Parameters = parameters
-        self.rerank_model = rerank_model
+        self.rerank_model = (
+            None if rerank_model is None else as_chat_model(rerank_model, "rerank_model")
+        )
 
     def __repr__(self) -> str:
         names = [kb.name for kb in self.knowledge_bases]

@@ -36,7 +36,7 @@ from ..event import (
     UserInterruptEvent,
 )
 from ..message import Msg, SystemMsg, UserMsg
-from ..model import ChatModelBase
+from ..model import ChatModelBase, as_chat_model
 from ._base import MiddlewareBase
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "ChatModelCandidate", "ModelRouterMiddleware"]
@@ -47,18 +47,25 @@ DEFAULT_INSTRUCTIONS = "Select the most suitable chat model for responding to th
 QUESTION_NAME = "chat_model"
 
 
+def _candidate_model(model: ChatModelBase | str) -> ChatModelBase:
+    return as_chat_model(model, "ChatModelCandidate.model")
+
+
 @attrs.frozen
 class ChatModelCandidate:
     """A model the router may pick.
 
     Attributes:
         name: what the router answers to pick it (unique among the candidates).
-        model: the chat model used when picked.
+        model: the chat model used when picked, or a ``"provider:model"`` spec string.
         description: when to pick it (shown to the router).
     """
 
     name: str = attrs.field(validator=attrs.validators.instance_of(str))
-    model: ChatModelBase = attrs.field(validator=attrs.validators.instance_of(ChatModelBase))
+    model: ChatModelBase = attrs.field(
+        converter=_candidate_model,
+        validator=attrs.validators.instance_of(ChatModelBase),
+    )
     description: str = attrs.field(validator=attrs.validators.instance_of(str))
 
     @name.validator
@@ -73,7 +80,8 @@ class ModelRouterMiddleware(MiddlewareBase):
     Args:
         classifier_model: the router — a classifier model (one
             :class:`~trioagent.classifier.ChoiceQuestion`; its answer's ``choice`` is the pick)
-            or a chat model (``generate_structured_output`` with an enum of the names).
+            or a chat model (``generate_structured_output`` with an enum of the names; a
+            ``"provider:model"`` spec string builds one).
         candidates: the models to pick from; names must be unique.
         instructions: the routing instructions.
         timeout: seconds the routing call may take before the agent's own model is used
@@ -87,12 +95,14 @@ class ModelRouterMiddleware(MiddlewareBase):
 
     def __init__(
         self,
-        classifier_model: ClassifierModelBase | ChatModelBase,
+        classifier_model: ClassifierModelBase | ChatModelBase | str,
         candidates: Sequence[ChatModelCandidate],
         instructions: str = DEFAULT_INSTRUCTIONS,
         *,
         timeout: float | None = None,
     ) -> None:
+        if isinstance(classifier_model, str):
+            classifier_model = as_chat_model(classifier_model, "classifier_model")
         if not isinstance(classifier_model, ClassifierModelBase | ChatModelBase):
             raise TypeError(
                 "classifier_model must be a ClassifierModelBase or a ChatModelBase, got "

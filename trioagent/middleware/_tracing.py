@@ -1,11 +1,12 @@
-"""``TracingMiddleware``: OpenTelemetry spans for replies, model calls and tool executions.
+"""``TracingMiddleware``: OpenTelemetry spans for replies, model calls and tool executions,
+and the GenAI client metrics of model calls.
 
 Follows the OpenTelemetry GenAI semantic conventions.  Span tree of one reply with one tool
 call::
 
-    invoke_agent <agent>          on_reply       (parent: the caller's current span, if any)
-    ├── chat <model>              on_model_call
-    ├── execute_tool <tool>       on_acting      (also for tools of the concurrent acting nursery)
+    invoke_agent <agent>          on_reply       INTERNAL (parent: the caller's current span)
+    ├── chat <model>              on_model_call  CLIENT
+    ├── execute_tool <tool>       on_acting      INTERNAL (also for the concurrent acting nursery)
     └── chat <model>
 
 Design notes:
@@ -24,23 +25,33 @@ Design notes:
 * Credentials never reach a span: API keys and URL passwords of the models' credentials are
   replaced by ``***`` in every recorded string; headers and base URLs are never recorded
   (only ``server.address`` / ``server.port``).
-* With no SDK tracer provider (the global provider is OpenTelemetry's proxy or no-op one, and
-  none was passed), every hook is ``await next_handler()``: no sink, no per-event work.
+* Message content (``gen_ai.input.messages`` / ``output.messages``, tool arguments and
+  results) is recorded only when asked for, as the conventions require: with
+  ``capture_message_content=True`` or the environment variable
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+* With no SDK tracer or meter provider (the global ones are OpenTelemetry's proxy or no-op
+  ones, and none was passed), every hook is ``await next_handler()``: no sink, no per-event
+  work.  With a meter provider but no tracer provider, model calls are measured under
+  non-recording spans.
 
-Attribute names are those AgentScope's tracing uses (``gen_ai.*`` and ``agentscope.agent.*``), so that
-dashboards built for AgentScope keep working; trioagent's own additions are ``trioagent.*``.
+The reply and tool spans are here; the model-call span and its metrics are in
+``_tracing_chat`` / ``_tracing_metrics``, the span handling they share in ``_tracing_span``,
+the attribute values in ``_tracing_attrs``.
+
+Attribute names are the conventions' (``gen_ai.*``); what they do not cover keeps the names of
+AgentScope's tracing (``agentscope.agent.*``), so that dashboards built for AgentScope keep
+working; trioagent's own additions are ``trioagent.*``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import traceback
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
-from opentelemetry import context as otel_context, trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Status, StatusCode, Tracer, TracerProvider
 
 from .._core.chain import Kwargs, NextHandler
 from .._core.concurrency import is_cancellation
@@ -61,17 +72,19 @@ from ..message import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModelBase, ChatResponse
 from ..serialization import unstructure
 from ..tool import ToolResponse
-from ..types import FinishedReason, ReplyFinishedReason
+from ..types import ReplyFinishedReason
 from . import _tracing_attrs as conv
 from ._base import MiddlewareBase
+from ._tracing_chat import ModelCallTrace
+from ._tracing_metrics import ChatMetrics, meter_provider_in_use
+from ._tracing_span import Trace, agent_models, build, conversation_id
 
 __all__ = ["TracingMiddleware"]
 
 logger = logging.getLogger("trioagent.middleware.tracing")
-_T = TypeVar("_T")
 
-NO_SESSION_ID = "[no_session_id]"
 TRACER_NAME = "trioagent"
+_NO_OP_TRACER = trace.NoOpTracer()  # spans of model calls measured with tracing off
 
 _INCOMING = {
     UserConfirmResultEvent: "user_confirm_result",
@@ -100,6 +113,14 @@ class TracingMiddleware(MiddlewareBase):
             provider configured later is picked up.  Tracing is off while that provider is
             OpenTelemetry's proxy or no-op provider: every hook then just runs the inner
             layers.
+        meter_provider: the provider of the GenAI client metrics, looked up likewise
+            (``opentelemetry.metrics.get_meter_provider()``); metrics are off while it is the
+            proxy or no-op provider.
+        capture_message_content: record message content — the input and output messages of
+            replies and model calls, tool arguments and results.  ``None`` (default) reads
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` when a span starts
+            (``true`` turns it on); off otherwise, as the GenAI conventions require, since
+            content may hold personal data.
 
     The instance holds no per-reply state and can be shared between agents.
 
@@ -115,19 +136,41 @@ class TracingMiddleware(MiddlewareBase):
     ``execute_tool <name>`` (``agentscope.agent.is_external_execution``), started when the
     event was received — these tools never ran through ``on_acting``.
 
-    Model span (``chat <model>``): request attributes (``gen_ai.provider.name`` /
+    Model span (``chat <model>``, kind CLIENT): request attributes (``gen_ai.provider.name`` /
     ``gen_ai.system``, ``gen_ai.request.model``, generation parameters, tool definitions, input
     messages); on the ``is_last`` response — where a streamed call is finalized and ended —
-    ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``, usage and output messages.
+    ``gen_ai.response.id``, ``gen_ai.response.finish_reasons`` (``tool_calls`` for a response
+    that calls tools), ``gen_ai.usage.input_tokens`` / ``output_tokens`` /
+    ``cache_read.input_tokens`` / ``cache_creation.input_tokens`` and output messages.
+
+    Metrics, per model call: ``gen_ai.client.operation.duration`` (s) and
+    ``gen_ai.client.token.usage`` (one record per ``gen_ai.token.type``), with
+    ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
+    ``server.address`` / ``server.port`` (and ``error.type`` for a failed call).
 
     Tool span (``execute_tool <tool>``): ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
     ``gen_ai.tool.call.arguments``, ``gen_ai.tool.description``, and on the final
     ``ToolResponse`` ``gen_ai.tool.call.result`` and ``trioagent.tool.result_state``.
     """
 
-    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        meter_provider: MeterProvider | None = None,
+        capture_message_content: bool | None = None,
+    ) -> None:
         self._provider = tracer_provider
         self._cached: tuple[TracerProvider, Tracer] | None = None
+        self._meter_provider = meter_provider
+        self._cached_metrics: tuple[MeterProvider, ChatMetrics] | None = None
+        self.capture_message_content = capture_message_content
+
+    def _capture(self) -> bool:
+        """Whether spans started now record message content."""
+        if self.capture_message_content is not None:
+            return self.capture_message_content
+        return conv.capture_content_from_env()
 
     def _tracer(self) -> Tracer | None:
         """The tracer to use now, or ``None`` when tracing is off (no SDK provider)."""
@@ -141,10 +184,22 @@ class TracingMiddleware(MiddlewareBase):
         self._cached = (provider, tracer)
         return tracer
 
+    def _metrics(self) -> ChatMetrics | None:
+        """The metric instruments to record with now, or ``None`` (no SDK meter provider)."""
+        provider = meter_provider_in_use(self._meter_provider)
+        if provider is None:
+            return None
+        cached = self._cached_metrics
+        if cached is not None and cached[0] is provider:
+            return cached[1]
+        instruments = ChatMetrics(provider)
+        self._cached_metrics = (provider, instruments)
+        return instruments
+
     @property
     def enabled(self) -> bool:
-        """Whether the hooks would record spans now."""
-        return self._tracer() is not None
+        """Whether the hooks would record spans or metrics now."""
+        return self._tracer() is not None or self._metrics() is not None
 
     async def on_reply(
         self,
@@ -155,7 +210,9 @@ class TracingMiddleware(MiddlewareBase):
     ) -> None:
         tracer = self._tracer()
         traced = (
-            _build(_ReplyTrace, tracer, agent, input_kwargs, emit) if tracer is not None else None
+            build(_ReplyTrace, tracer, self._capture(), agent, input_kwargs, emit)
+            if tracer is not None
+            else None
         )
         if traced is None:
             await next_handler()
@@ -170,12 +227,20 @@ class TracingMiddleware(MiddlewareBase):
         emit: Emit[ChatResponse],
     ) -> None:
         model = input_kwargs.get("current_model")
-        tracer = self._tracer() if isinstance(model, ChatModelBase) else None
-        traced = (
-            _build(_ModelCallTrace, tracer, agent, model, input_kwargs, emit)
-            if tracer is not None
-            else None
-        )
+        traced = None
+        if isinstance(model, ChatModelBase):
+            tracer, instruments = self._tracer(), self._metrics()
+            if tracer is not None or instruments is not None:
+                traced = build(
+                    ModelCallTrace,
+                    tracer or _NO_OP_TRACER,
+                    instruments,
+                    self._capture(),
+                    agent,
+                    model,
+                    input_kwargs,
+                    emit,
+                )
         if traced is None:
             await next_handler()
             return
@@ -190,107 +255,26 @@ class TracingMiddleware(MiddlewareBase):
     ) -> None:
         call = input_kwargs.get("tool_call")
         tracer = self._tracer() if isinstance(call, ToolCallBlock) else None
-        traced = _build(_ToolTrace, tracer, agent, call, emit) if tracer is not None else None
+        traced = (
+            build(_ToolTrace, tracer, self._capture(), agent, call, emit)
+            if tracer is not None
+            else None
+        )
         if traced is None:
             await next_handler()
             return
         await traced.run(next_handler)
 
 
-# -- shared span handling ---------------------------------------------------------------------------
-
-
-def _build(factory: Callable[..., _T], *args: object) -> _T | None:
-    """Start a span; on a tracing bug, log it and run untraced (the span is started last, so
-    a failure leaves no span open)."""
-    try:
-        return factory(*args)
-    except Exception:
-        logger.exception("TracingMiddleware could not start a span; running untraced")
-        return None
-
-
-def _conversation_id(agent: object) -> str:
-    state = getattr(agent, "state", None)
-    session_id = getattr(state, "session_id", None)
-    return session_id if isinstance(session_id, str) and session_id else NO_SESSION_ID
-
-
-def _agent_models(agent: object) -> list[object]:
-    models = [getattr(agent, "model", None)]
-    config = getattr(agent, "model_config", None)
-    models.append(getattr(config, "fallback_model", None))
-    return [m for m in models if m is not None]
-
-
-class _Trace:
-    """One span: scrubbed attributes, the attach/detach around the inner layers, the end."""
-
-    __slots__ = ()
-    span: Span
-    scrub: conv.Scrubber
-
-    def start(self, tracer: Tracer, name: str, attributes: Mapping[str, object]) -> Span:
-        """Start the span (parent: the current context) with all its start attributes."""
-        return tracer.start_span(name, attributes=conv.clean_attributes(attributes, self.scrub))
-
-    def set(self, attributes: Mapping[str, object]) -> None:
-        """Set attributes in one call (``None`` values are skipped, strings scrubbed)."""
-        self.span.set_attributes(conv.clean_attributes(attributes, self.scrub))
-
-    def record_error(self, exc: BaseException) -> None:
-        message = self.scrub.error_text(str(exc))
-        self.span.set_status(Status(StatusCode.ERROR, message or type(exc).__name__))
-        self.span.set_attribute("error.type", type(exc).__qualname__)
-        stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.span.record_exception(
-            exc,
-            attributes={
-                "exception.message": message,
-                "exception.stacktrace": self.scrub.error_text(stack),
-            },
-        )
-
-    async def run(self, next_handler: NextHandler) -> None:
-        """Run the inner layers with the span current in this task; always end the span."""
-        token = otel_context.attach(trace.set_span_in_context(self.span))
-        error: BaseException | None = None
-        try:
-            await next_handler(self.sink)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            otel_context.detach(token)
-            try:
-                self.finish(error)
-            except Exception:  # tracing must never change how a reply ends
-                logger.exception("TracingMiddleware failed to finish span %r", self.span)
-            finally:
-                self.end()
-
-    async def sink(self, item: object) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def finish(self, error: BaseException | None) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def end(self) -> None:
-        if self.span.is_recording():
-            try:
-                self.span.end()
-            except Exception as exc:  # a span processor failing must never fail the reply
-                logger.warning(
-                    "TracingMiddleware: ending a span failed: %s: %s", type(exc).__name__, exc
-                )
-
-
 # -- reply --------------------------------------------------------------------------------------------
 
 
-class _ReplyTrace(_Trace):
+class _ReplyTrace(Trace):
     __slots__ = (
         "agent",
+        "cache_creation_tokens",
+        "cache_read_tokens",
+        "capture",
         "emit",
         "end_event",
         "external",
@@ -307,13 +291,19 @@ class _ReplyTrace(_Trace):
     )
 
     def __init__(
-        self, tracer: Tracer, agent: object, input_kwargs: Mapping[str, object], emit: Emit
+        self,
+        tracer: Tracer,
+        capture: bool,
+        agent: object,
+        input_kwargs: Mapping[str, object],
+        emit: Emit,
     ) -> None:
         self.tracer = tracer
+        self.capture = capture
         self.agent = agent
         self.emit = emit
         self.received_ns = time.time_ns()
-        self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
+        self.scrub = conv.Scrubber(conv.secrets_of(agent_models(agent)))
         self.reply_id: str | None = None
         self.end_event: ReplyEndEvent | None = None
         self.final_msg: Msg | None = None
@@ -321,6 +311,8 @@ class _ReplyTrace(_Trace):
         self.external: list[str] = []
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_creation_tokens = 0
         self.pending_external: dict[str, ToolResultBlock] = {}
 
         inputs = input_kwargs.get("inputs")
@@ -339,10 +331,10 @@ class _ReplyTrace(_Trace):
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": name,
                 "gen_ai.agent.description": conv.agent_description(agent),
-                "gen_ai.conversation.id": _conversation_id(agent),
+                "gen_ai.conversation.id": conversation_id(agent),
                 "gen_ai.input.messages": (
                     conv.to_json([conv.to_otel_message(m) for m in messages])
-                    if messages is not None
+                    if messages is not None and capture
                     else None
                 ),
                 "agentscope.agent.incoming_event_type": _INCOMING.get(type(inputs)),
@@ -367,6 +359,8 @@ class _ReplyTrace(_Trace):
         elif isinstance(item, ModelCallEndEvent):
             self.input_tokens += item.input_tokens
             self.output_tokens += item.output_tokens
+            self.cache_read_tokens += item.cache_input_tokens
+            self.cache_creation_tokens += item.cache_creation_input_tokens
         elif isinstance(item, ToolResultEndEvent):
             result = self.pending_external.pop(item.tool_call_id, None)
             if result is not None and item.state == result.state:
@@ -396,9 +390,11 @@ class _ReplyTrace(_Trace):
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.call.id": result.id,
                     "gen_ai.tool.name": result.name,
-                    "gen_ai.conversation.id": _conversation_id(self.agent),
+                    "gen_ai.conversation.id": conversation_id(self.agent),
                     "agentscope.agent.is_external_execution": True,
-                    "gen_ai.tool.call.result": conv.to_json(result.output),
+                    "gen_ai.tool.call.result": (
+                        conv.to_json(result.output) if self.capture else None
+                    ),
                     "trioagent.tool.result_state": str(result.state),
                 },
                 self.scrub,
@@ -427,9 +423,11 @@ class _ReplyTrace(_Trace):
                 ),
                 "gen_ai.usage.input_tokens": self.input_tokens,
                 "gen_ai.usage.output_tokens": self.output_tokens,
+                "gen_ai.usage.cache_read.input_tokens": self.cache_read_tokens or None,
+                "gen_ai.usage.cache_creation.input_tokens": self.cache_creation_tokens or None,
                 "gen_ai.output.messages": (
-                    conv.to_json([conv.to_otel_message(self.final_msg)])
-                    if self.final_msg is not None
+                    conv.to_json([conv.to_otel_message(self.final_msg, _output_reason(reason))])
+                    if self.final_msg is not None and self.capture
                     else None
                 ),
                 "trioagent.reply.finished_reason": reason,
@@ -445,111 +443,26 @@ class _ReplyTrace(_Trace):
             self.span.set_status(Status(StatusCode.OK))
 
 
-# -- model call ----------------------------------------------------------------------------------------
-
-
-class _ModelCallTrace(_Trace):
-    __slots__ = ("emit", "finalized", "scrub", "span")
-
-    def __init__(
-        self,
-        tracer: Tracer,
-        agent: object,
-        model: ChatModelBase,
-        input_kwargs: Mapping[str, object],
-        emit: Emit,
-    ) -> None:
-        self.emit = emit
-        self.finalized = False
-        self.scrub = conv.Scrubber(conv.secrets_of([model, *_agent_models(agent)]))
-        provider = conv.provider_name(model)
-        host, port = conv.server_address(model)
-        messages = input_kwargs.get("messages")
-        if not isinstance(messages, Iterable):
-            messages = []
-        self.span = self.start(
-            tracer,
-            f"chat {model.model}",
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.system": provider,
-                "gen_ai.request.model": model.model,
-                "gen_ai.conversation.id": _conversation_id(agent),
-                "server.address": host,
-                "server.port": port,
-                **conv.request_attributes(model, input_kwargs),
-                "gen_ai.tool.definitions": conv.tool_definitions(
-                    input_kwargs.get("tools"), input_kwargs.get("tool_choice")
-                ),
-                "gen_ai.input.messages": conv.to_json(
-                    [conv.to_otel_message(m) for m in messages if isinstance(m, Msg)]
-                ),
-            },
-        )
-
-    async def sink(self, item: object) -> None:
-        if not self.finalized and getattr(item, "is_last", False):
-            self.finalize(item)
-        await self.emit(item)
-
-    def finalize(self, response: object) -> None:
-        """The ``is_last`` response arrived: record it and end the span now."""
-        self.finalized = True
-        try:
-            attributes: dict[str, object] = {
-                "gen_ai.response.finish_reasons": [conv.finish_reason(response)]
-            }
-            interrupted = False
-            if isinstance(response, ChatResponse):
-                usage = response.usage
-                interrupted = response.finished_reason == FinishedReason.INTERRUPTED
-                attributes["gen_ai.response.id"] = response.id or "unknown_id"
-                attributes["gen_ai.output.messages"] = conv.to_json(
-                    conv.chat_output_messages(response)
-                )
-                if usage is not None:
-                    attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
-                    attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
-                    attributes["agentscope.usage.cache_input_tokens"] = (
-                        usage.cache_input_tokens or None
-                    )
-                    attributes["agentscope.usage.cache_creation_input_tokens"] = (
-                        usage.cache_creation_input_tokens or None
-                    )
-                if interrupted:
-                    attributes["trioagent.interrupted"] = True
-            self.set(attributes)
-            if not interrupted:
-                self.span.set_status(Status(StatusCode.OK))
-        except Exception:
-            logger.exception("TracingMiddleware failed to record a model response")
-        finally:
-            self.end()
-
-    def finish(self, error: BaseException | None) -> None:
-        if self.finalized:
-            return
-        if error is None:
-            self.span.set_status(
-                Status(StatusCode.ERROR, "the model call ended without an is_last response")
-            )
-        elif is_cancellation(error):
-            self.span.set_attribute("trioagent.interrupted", True)
-        else:
-            self.record_error(error)
+def _output_reason(reply_reason: str | None) -> str:
+    """The output message's ``finish_reason`` for a reply that ended with ``reply_reason``."""
+    if reply_reason is None or reply_reason == ReplyFinishedReason.COMPLETED:
+        return "stop"
+    return reply_reason
 
 
 # -- tool execution ------------------------------------------------------------------------------------
 
 
-class _ToolTrace(_Trace):
-    __slots__ = ("emit", "response", "scrub", "span")
+class _ToolTrace(Trace):
+    __slots__ = ("capture", "emit", "response", "scrub", "span")
 
-    def __init__(self, tracer: Tracer, agent: object, call: ToolCallBlock, emit: Emit) -> None:
+    def __init__(
+        self, tracer: Tracer, capture: bool, agent: object, call: ToolCallBlock, emit: Emit
+    ) -> None:
+        self.capture = capture
         self.emit = emit
         self.response: ToolResponse | None = None
-        self.scrub = conv.Scrubber(conv.secrets_of(_agent_models(agent)))
+        self.scrub = conv.Scrubber(conv.secrets_of(agent_models(agent)))
         toolkit = getattr(agent, "toolkit", None)
         tool = toolkit.get_tool(call.name) if toolkit is not None else None
         description = getattr(tool, "description", None)
@@ -560,9 +473,9 @@ class _ToolTrace(_Trace):
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.call.id": call.id,
                 "gen_ai.tool.name": call.name,
-                "gen_ai.tool.call.arguments": call.input,
+                "gen_ai.tool.call.arguments": call.input if capture else None,
                 "gen_ai.tool.description": description if isinstance(description, str) else None,
-                "gen_ai.conversation.id": _conversation_id(agent),
+                "gen_ai.conversation.id": conversation_id(agent),
             },
         )
 
@@ -578,7 +491,9 @@ class _ToolTrace(_Trace):
         if response is not None:
             self.set(
                 {
-                    "gen_ai.tool.call.result": conv.to_json(unstructure(response)),
+                    "gen_ai.tool.call.result": (
+                        conv.to_json(unstructure(response)) if self.capture else None
+                    ),
                     "trioagent.tool.result_state": str(response.state),
                     "trioagent.interrupted": True if interrupted else None,
                 }

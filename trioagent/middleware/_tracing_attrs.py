@@ -1,8 +1,9 @@
 """Span attributes for :class:`~trioagent.middleware.TracingMiddleware` (pure functions).
 
 Converts messages, model requests and responses, tool calls and results into the attribute
-values of the OpenTelemetry GenAI semantic conventions (with the attribute names AgentScope's
-tracing uses), and scrubs credentials out of every string it records.
+values of the OpenTelemetry GenAI semantic conventions (with AgentScope's ``agentscope.agent.*``
+names for what the conventions do not cover), reads the conventions' content-capture switch,
+and scrubs credentials out of every string it records.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,9 +35,11 @@ from ..serialization import unstructure
 from ..types import FinishedReason, ToolChoice
 
 __all__ = [
+    "CAPTURE_CONTENT_ENV",
     "AttributeValue",
     "Scrubber",
     "agent_description",
+    "capture_content_from_env",
     "chat_output_messages",
     "clean_attributes",
     "finish_reason",
@@ -49,6 +53,18 @@ __all__ = [
 ]
 
 AttributeValue = str | bool | int | float | Sequence[str]
+
+#: The GenAI conventions' switch for recording message content (prompts, answers, tool
+#: arguments and results); off unless set.
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
+
+
+def capture_content_from_env() -> bool:
+    """Whether :data:`CAPTURE_CONTENT_ENV` turns content capture on (``true``, or the newer
+    ``SPAN_ONLY`` / ``SPAN_AND_EVENT`` modes; case-insensitive)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURE_ON
+
 
 # -- credentials -----------------------------------------------------------------------------------
 
@@ -205,18 +221,18 @@ def _parts(blocks: Iterable[object]) -> list[JSONObject]:
     return parts
 
 
-def to_otel_message(msg: Msg) -> JSONObject:
-    """A message in the GenAI "input/output messages" shape."""
-    return {
-        "role": msg.role,
-        "parts": _parts(msg.content),
-        "name": msg.name,
-        "finish_reason": "stop",
-    }
+def to_otel_message(msg: Msg, finish_reason: str | None = None) -> JSONObject:
+    """A message in the GenAI "input messages" shape, or with ``finish_reason`` in the
+    "output messages" shape."""
+    message: JSONObject = {"role": msg.role, "parts": _parts(msg.content), "name": msg.name}
+    if finish_reason is not None:
+        message["finish_reason"] = finish_reason
+    return message
 
 
 def finish_reason(response: object) -> str:
-    """``"interrupted"``, ``"length"`` (cut off at the output limit), ``"content_filter"``,
+    """``gen_ai.response.finish_reasons``: ``"interrupted"``, ``"length"`` (cut off at the
+    output limit), ``"content_filter"``, ``"tool_calls"`` (the response calls tools),
     ``"stop"``, or ``"unknown"`` for something that is no ChatResponse."""
     if not isinstance(response, ChatResponse):
         return "unknown"
@@ -226,15 +242,20 @@ def finish_reason(response: object) -> str:
         return "length"
     if response.finished_reason == FinishedReason.CONTENT_FILTER:
         return "content_filter"
+    if any(isinstance(block, ToolCallBlock) for block in response.content):
+        return "tool_calls"
     return "stop"
 
 
 def chat_output_messages(response: ChatResponse) -> list[JSONObject]:
+    """``gen_ai.output.messages`` of a model call; a message's ``finish_reason`` is
+    ``"tool_call"`` where the response calls tools, as the output-message schema names it."""
+    reason = finish_reason(response)
     return [
         {
             "role": "assistant",
             "parts": _parts(response.content),
-            "finish_reason": finish_reason(response),
+            "finish_reason": "tool_call" if reason == "tool_calls" else reason,
         }
     ]
 

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         credential_from_spec as credential_from_spec,
     )
     from ._response import ChatResponse as ChatResponse, ChatUsage as ChatUsage
+    from ._spec import as_chat_model as as_chat_model
     from ._structured import StructuredResponse as StructuredResponse
     from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
@@ -101,6 +102,7 @@ __getattr__, __dir__ = lazy_attributes(
         "StructuredResponse": "._structured",
         "XAIChatModel": "._xai",
         "XAIChatParameters": "._xai",
+        "as_chat_model": "._spec",
         "chat_model_from_spec": "._registry",
         "credential_from_spec": "._registry",
         "flatten_json_schema": ".._json_repair",
@@ -142,6 +144,7 @@ __all__ = [
     "StructuredResponse",
     "XAIChatModel",
     "XAIChatParameters",
+    "as_chat_model",
     "chat_model_from_spec",
     "credential_from_spec",
     "flatten_json_schema",

@@ -405,7 +405,9 @@ class ChatModelBase(HTTPClientOwner):
                     )
                     raise
                 call.retrying = exc
-                logger.warning(
+                # INFO, not WARNING: a retried error is handled; if the retries run out, the
+                # error itself reaches the caller.
+                logger.info(
                     "model %r failed: %s; retry %d of %d in %.2fs",
                     self.model,
                     exc,

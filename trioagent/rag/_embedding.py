@@ -372,7 +372,7 @@ class EmbeddingModelBase:
                 if not self._is_retryable(exc) or attempt >= self.max_retries:
                     raise
                 delay = self._retry_delay_for(exc)
-                logger.warning(
+                logger.info(  # handled: if the retries run out, the error is raised
                     "embedding model %r failed: %s; retry %d of %d in %.2fs",
                     self.model,
                     exc,

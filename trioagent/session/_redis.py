@@ -3,9 +3,12 @@
 Built on ``coredis`` (the ``redis`` extra: ``pip install 'trioagent[redis]'``), which runs
 under Trio.  Each session is a hash (``version``, ``payload``, ``updated_at``) and a sorted
 set lists the names; the version check and the write are one Lua script, so they are atomic
-on the server.  A save or delete runs shielded from cancellation, bounded by ``timeout``: a
-command is never cut off halfway on its connection.  If the bound itself runs out, the outcome
-is unknown, and a later save reports a conflict rather than overwrite anything.
+on the server.  The script refuses a record it cannot read (a key of another type, a version
+that is not a whole number, a missing field): it is a :class:`SessionCorruptError`, and only
+a delete without ``expected_version`` removes it.  A save or delete runs shielded from
+cancellation, bounded by ``timeout``: a command is never cut off halfway on its connection.
+If the bound itself runs out, the outcome is unknown, and a later save reports a conflict
+rather than overwrite anything.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from ..agent import AgentState
 from ..exception import MissingExtraError
 from ._store import (
     SessionConflictError,
+    SessionCorruptError,
     SessionStoreError,
     StoredSession,
     check_session_id,
     check_version,
     decode_state,
     encode_state,
+    stored_version,
 )
 
 if TYPE_CHECKING:
@@ -34,21 +39,69 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisSessionStore"]
 
-_SAVE = """
-local current = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+#: ``stored_version(key)``: the version (0: no session), or nil and what is wrong with the
+#: record.  The same rules as ``stored_version`` in Python: digits only, from 1.
+_STORED_VERSION = """
+local function stored_version(key)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'none' then return 0 end
+  if kind ~= 'hash' then return nil, 'the key holds a ' .. kind .. ', not a hash' end
+  local version = redis.call('HGET', key, 'version')
+  local has_payload = redis.call('HEXISTS', key, 'payload') == 1
+  if not version and not has_payload then return 0 end
+  if not version then return nil, 'its version is missing' end
+  if not has_payload then return nil, 'its payload is missing' end
+  if not string.match(version, '^[0-9]+$') or #version > 15 or tonumber(version) < 1 then
+    return nil, 'its version ' .. string.sub(version, 1, 40) .. ' is not a whole number from 1'
+  end
+  return tonumber(version)
+end
+"""
+
+# Each script answers {1, n} (done), {0, current} (a conflict) or {-1, problem} (damaged).
+_VERSION = (
+    _STORED_VERSION
+    + """
+local current, problem = stored_version(KEYS[1])
+if not current then return {-1, problem} end
+return {1, current}
+"""
+)
+
+_SAVE = (
+    _STORED_VERSION
+    + """
+local current, problem = stored_version(KEYS[1])
+if not current then return {-1, problem} end
 if current ~= tonumber(ARGV[1]) then return {0, current} end
 redis.call('HSET', KEYS[1], 'version', current + 1, 'payload', ARGV[2], 'updated_at', ARGV[3])
 redis.call('ZADD', KEYS[2], 0, ARGV[4])
 return {1, current + 1}
 """
+)
 
-_DELETE = """
-local current = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
-if ARGV[1] ~= '' and current ~= tonumber(ARGV[1]) then return {0, current} end
-redis.call('DEL', KEYS[1])
+_DELETE = (
+    _STORED_VERSION
+    + """
+if ARGV[1] ~= '' then
+  local current, problem = stored_version(KEYS[1])
+  if not current then return {-1, problem} end
+  if current ~= tonumber(ARGV[1]) then return {0, current} end
+end
+local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
-return {1, current}
+return {1, existed}
 """
+)
+
+
+def _answer(session_id: str, answer: Any) -> tuple[bool, int]:
+    """A script's answer: whether it did it, and the number; a damaged record raises."""
+    status, value = answer
+    if int(status) < 0:
+        text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        raise SessionCorruptError(session_id, text)
+    return int(status) == 1, int(value)
 
 
 class RedisSessionStore:
@@ -130,7 +183,7 @@ class RedisSessionStore:
             )
         return self._client
 
-    async def _call(self, what: str, coro: Any) -> Any:
+    async def _call(self, what: str, coro: Any, session_id: str | None = None) -> Any:
         try:
             return await coro
         except (SessionStoreError, trio.Cancelled):
@@ -138,6 +191,10 @@ class RedisSessionStore:
         except Exception as exc:
             if type(exc).__module__.split(".")[0] != "coredis" and not isinstance(exc, OSError):
                 raise
+            from coredis.exceptions import WrongTypeError  # installed: a client exists
+
+            if session_id is not None and isinstance(exc, WrongTypeError):
+                raise SessionCorruptError(session_id, "its key is not a hash") from exc
             raise SessionStoreError(f"Redis session store ({what}): {exc}") from exc
 
     async def _shielded(self, what: str, coro_fn: Any) -> Any:
@@ -155,16 +212,22 @@ class RedisSessionStore:
         check_session_id(session_id)
         redis = self._redis()
         version, payload = await self._call(
-            "load", redis.hmget(self._key(session_id), ["version", "payload"])
+            "load", redis.hmget(self._key(session_id), ["version", "payload"]), session_id
         )
-        if version is None or payload is None:
+        if version is None and payload is None:
             return None
-        return StoredSession(session_id, int(version), decode_state(session_id, bytes(payload)))
+        if payload is None:
+            raise SessionCorruptError(session_id, "its payload is missing")
+        if version is None:
+            raise SessionCorruptError(session_id, "its version is missing")
+        state = decode_state(session_id, bytes(payload))
+        return StoredSession(session_id, stored_version(session_id, version), state)
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
-        value = await self._call("version", self._redis().hget(self._key(session_id), "version"))
-        return 0 if value is None else int(value)
+        script = self._redis().register_script(_VERSION)
+        answer = await self._call("version", script(keys=[self._key(session_id)]))
+        return _answer(session_id, answer)[1]
 
     async def save(self, session_id: str, state: AgentState, *, expected_version: int) -> int:
         check_session_id(session_id)
@@ -173,10 +236,11 @@ class RedisSessionStore:
         script = self._redis().register_script(_SAVE)
         keys = [self._key(session_id), self._index]
         args: list[str | bytes] = [str(expected_version), payload, generate_timestamp(), session_id]
-        done, version = await self._shielded("save", lambda: script(keys=keys, args=args))
+        answer = await self._shielded("save", lambda: script(keys=keys, args=args))
+        done, version = _answer(session_id, answer)
         if not done:
-            raise SessionConflictError(session_id, expected_version, int(version))
-        return int(version)
+            raise SessionConflictError(session_id, expected_version, version)
+        return version
 
     async def list(self) -> builtins.list[str]:
         names = await self._call("list", self._redis().zrange(self._index, 0, -1))
@@ -189,9 +253,10 @@ class RedisSessionStore:
         script = self._redis().register_script(_DELETE)
         keys = [self._key(session_id), self._index]
         expected = "" if expected_version is None else str(expected_version)
-        done, version = await self._shielded(
+        answer = await self._shielded(
             "delete", lambda: script(keys=keys, args=[expected, session_id])
         )
+        done, number = _answer(session_id, answer)
         if not done:
-            raise SessionConflictError(session_id, expected_version or 0, int(version))
-        return int(version) != 0
+            raise SessionConflictError(session_id, expected_version or 0, number)
+        return number != 0

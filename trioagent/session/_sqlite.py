@@ -5,6 +5,10 @@ the event loop never waits on the disk and the store needs no closing.  The thre
 abandoned (``abandon_on_cancel=False``): a save cancelled while its thread runs still commits
 or rolls back its whole transaction, and the cancellation is delivered when it returns.  A
 process killed at any moment leaves the last committed state (SQLite's atomic commit).
+
+Any number of threads and processes may open a fresh file at once: the first connections
+race to switch it to WAL, and SQLite answers a loser "database is locked" at once (no busy
+wait); that is retried, within ``timeout``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import builtins
 import functools
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -29,6 +34,7 @@ from ._store import (
     check_version,
     decode_state,
     encode_state,
+    stored_version,
 )
 
 __all__ = ["SQLiteSessionStore"]
@@ -86,7 +92,9 @@ class SQLiteSessionStore:
         if row is None:
             return None
         version, payload = row
-        return StoredSession(session_id, version, decode_state(session_id, payload))
+        return StoredSession(
+            session_id, stored_version(session_id, version), decode_state(session_id, payload)
+        )
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -133,29 +141,47 @@ class SQLiteSessionStore:
         try:
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             if not self._ready:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(_SCHEMA)
+                self._prepare(conn)
                 self._ready = True
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL and create the table; a first connection that loses the
+        race for the switch ("database is locked", returned without a busy wait) retries."""
+        deadline = time.monotonic() + self._timeout
+        pause = 0.001
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    conn.execute(_SCHEMA)
+                    return
+                problem = f"the file stays in journal mode {mode!r}, not WAL"
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                problem = str(exc)
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError(problem)
+            time.sleep(pause)  # in the worker thread
+            pause = min(pause * 2, 0.05)
+
     @staticmethod
-    def _load(conn: sqlite3.Connection, session_id: str) -> tuple[int, bytes] | None:
+    def _load(conn: sqlite3.Connection, session_id: str) -> tuple[object, object] | None:
         row = conn.execute(
             "SELECT version, payload FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
-        if row is None:
-            return None
-        return int(row[0]), bytes(row[1])
+        return None if row is None else (row[0], row[1])
 
     @staticmethod
     def _version(conn: sqlite3.Connection, session_id: str) -> int:
         row = conn.execute(
             "SELECT version FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else stored_version(session_id, row[0])
 
     @staticmethod
     def _save(conn: sqlite3.Connection, session_id: str, payload: bytes, expected: int) -> int:
@@ -184,14 +210,17 @@ class SQLiteSessionStore:
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, session_id: str, expected: int | None) -> bool:
+        """Remove the row; with ``expected``, only at that version (a damaged row's version is
+        unknown: only an unconditional delete removes it)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            current = SQLiteSessionStore._version(conn, session_id)
-            if expected is not None and current != expected:
-                raise SessionConflictError(session_id, expected, current)
-            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            if expected is not None:
+                current = SQLiteSessionStore._version(conn, session_id)
+                if current != expected:
+                    raise SessionConflictError(session_id, expected, current)
+            deleted = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return current != 0
+        return deleted.rowcount > 0

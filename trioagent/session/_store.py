@@ -5,6 +5,10 @@ grows by one on every save.  A save names the version it read (``expected_versio
 a session that does not exist yet) and fails with :class:`SessionConflictError` when the
 stored version is another: two workers never silently overwrite each other, the loser learns
 it and can reload.
+
+A record the store cannot read (a version that is not a whole number, a payload that is not a
+state, a missing field, a key of the wrong type) is a :class:`SessionCorruptError`, and is
+never written over unawares (see there).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ..serialization import SerializationError, dumps, loads
 
 __all__ = [
     "SessionConflictError",
+    "SessionCorruptError",
     "SessionStore",
     "SessionStoreError",
     "StoredSession",
@@ -27,6 +32,7 @@ __all__ = [
     "check_version",
     "decode_state",
     "encode_state",
+    "stored_version",
 ]
 
 MAX_SESSION_ID = 512
@@ -53,6 +59,24 @@ class SessionConflictError(SessionStoreError):
             f"session {session_id!r} is at version {actual}, not {expected}: another writer "
             "saved it first (reload it and try again)"
         )
+
+
+class SessionCorruptError(SessionStoreError):
+    """A stored session cannot be read; the store leaves it as it is.
+
+    When its version cannot be read, every save and every delete with ``expected_version``
+    refuses with this error; when only its payload is damaged, only a save naming exactly its
+    version replaces it.  ``delete(session_id)`` without ``expected_version`` removes it.
+
+    Attributes:
+        session_id: the session's name.
+        problem: what is wrong with the stored record.
+    """
+
+    def __init__(self, session_id: str, problem: str) -> None:
+        self.session_id = session_id
+        self.problem = problem
+        super().__init__(f"session {session_id!r} cannot be loaded: {problem}")
 
 
 @attrs.frozen
@@ -113,6 +137,27 @@ def check_version(version: object) -> int:
     return version
 
 
+#: The most digits a stored version may have (a version is a count of saves).
+_MAX_VERSION_DIGITS = 15
+
+
+def stored_version(session_id: str, raw: object) -> int:
+    """A version as a store holds it (an int, or its decimal digits as bytes or text),
+    checked: a whole number from 1.
+
+    Raises:
+        SessionCorruptError: anything else.
+    """
+    if isinstance(raw, bytes | str):
+        text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+        if text.isascii() and text.isdigit() and len(text) <= _MAX_VERSION_DIGITS:
+            raw = int(text)
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+        return raw
+    shown = repr(raw if not isinstance(raw, bytes | str) or len(raw) <= 40 else raw[:40])
+    raise SessionCorruptError(session_id, f"its version {shown} is not a whole number from 1")
+
+
 def encode_state(state: AgentState) -> bytes:
     """The state's JSON as UTF-8 bytes (taken at once, before any other task runs)."""
     if not isinstance(state, AgentState):
@@ -120,9 +165,19 @@ def encode_state(state: AgentState) -> bytes:
     return dumps(state).encode()
 
 
-def decode_state(session_id: str, payload: bytes) -> AgentState:
-    """The stored JSON back into a state; a corrupt payload is a :class:`SessionStoreError`."""
+def decode_state(session_id: str, payload: object) -> AgentState:
+    """The stored JSON (bytes, or text) back into a state.
+
+    Raises:
+        SessionCorruptError: the payload is not the JSON of a state.
+    """
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogatepass")
+    if not isinstance(payload, bytes):
+        raise SessionCorruptError(
+            session_id, f"its payload is a {type(payload).__name__}, not JSON bytes"
+        )
     try:
         return loads(payload, AgentState)
     except (SerializationError, ValueError, UnicodeDecodeError) as exc:
-        raise SessionStoreError(f"session {session_id!r} cannot be loaded: {exc}") from exc
+        raise SessionCorruptError(session_id, f"its payload is not a state: {exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import attrs
 
@@ -12,8 +13,9 @@ __all__ = ["Skill", "SkillFormatError", "SkillLoaderBase"]
 
 
 class SkillFormatError(TrioagentError, ValueError):
-    """A ``SKILL.md`` that cannot be read as a skill (no frontmatter, a bad line, a missing
-    ``name`` or ``description``).  The message names the file and what is wrong."""
+    """A ``SKILL.md`` that cannot be read as a skill (no frontmatter, frontmatter that is not
+    YAML, a missing ``name`` or ``description``).  The message names the file and what is
+    wrong."""
 
 
 @attrs.define(kw_only=True)
@@ -26,6 +28,8 @@ class Skill:
         dir: the skill's directory (its scripts and resources are relative to it).
         markdown: the body of ``SKILL.md`` after the frontmatter, shown by the viewer.
         updated_at: the modification time of ``SKILL.md`` when it was loaded.
+        frontmatter: every field of the frontmatter as YAML read it (``license``, a nested
+            ``metadata`` map, ``allowed-tools``, ...), ``name`` and ``description`` included.
     """
 
     name: str
@@ -33,6 +37,7 @@ class Skill:
     dir: str
     markdown: str
     updated_at: float = 0.0
+    frontmatter: dict[str, Any] = attrs.field(factory=dict)
 
 
 class SkillLoaderBase(abc.ABC):

@@ -1,19 +1,21 @@
 """Skills from the local file system: directories holding a ``SKILL.md``.
 
-``SKILL.md`` starts with a frontmatter block between two ``---`` lines.  The block is a small
-subset of YAML, parsed here: ``key: value`` lines, values optionally in single or double
-quotes, ``#`` comment lines, and ``key: |`` / ``key: >`` blocks whose indented lines follow
-(kept as lines, or folded into one line).  ``name`` and ``description`` are required; other
-keys are ignored.
+``SKILL.md`` starts with a frontmatter block between two ``---`` lines, read as YAML
+(``yaml.safe_load``): quoting, block scalars, comments, lists and nested maps such as the
+``metadata:`` map of the Agent Skills format all work as YAML has them.  The block must be a
+map with string ``name`` and ``description``; every field is kept in
+:attr:`Skill.frontmatter`.  Text that is not valid YAML is a :class:`SkillFormatError` naming
+the file and the line (a ``description`` holding ``: `` must be quoted, as YAML requires).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
+from typing import Any
 
 import trio
+import yaml
 
 from ._base import Skill, SkillFormatError, SkillLoaderBase
 
@@ -22,15 +24,15 @@ __all__ = ["LocalSkillLoader", "parse_skill_markdown"]
 logger = logging.getLogger("trioagent.skill")
 
 SKILL_FILE = "SKILL.md"
-_KEY = re.compile(r"^([A-Za-z_][\w-]*)\s*:(.*)$")
 
 
-def parse_skill_markdown(text: str, source: str = SKILL_FILE) -> tuple[dict[str, str], str]:
-    """Split a ``SKILL.md`` into its frontmatter fields and its markdown body.
+def parse_skill_markdown(text: str, source: str = SKILL_FILE) -> tuple[dict[str, Any], str]:
+    """Split a ``SKILL.md`` into its frontmatter (a YAML map) and its markdown body.
 
     Raises:
-        SkillFormatError: no frontmatter block, an unterminated block, or a line that is not
-            ``key: value`` (the message names ``source`` and the line number).
+        SkillFormatError: no frontmatter block, an unterminated block, text that is not
+            YAML, or YAML that is not a map (the message names ``source`` and, for a YAML
+            error, the line in the file).
     """
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     lines = text.split("\n")
@@ -42,46 +44,23 @@ def parse_skill_markdown(text: str, source: str = SKILL_FILE) -> tuple[dict[str,
         raise SkillFormatError(
             f"{source}: the frontmatter block is never closed by '---'"
         ) from None
-    fields = _parse_fields(lines[1:end], source)
+    try:
+        fields = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 2}" if mark is not None else "the frontmatter"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SkillFormatError(
+            f"{source}: the frontmatter is not valid YAML ({where}: {problem}); quote a value "
+            "that holds ': ' or starts with a special character"
+        ) from None
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        raise SkillFormatError(
+            f"{source}: the frontmatter must be a YAML map of fields, got a {type(fields).__name__}"
+        )
     return fields, "\n".join(lines[end + 1 :]).lstrip("\n")
-
-
-def _parse_fields(lines: list[str], source: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _KEY.match(line)
-        if match is None or line[0].isspace():
-            raise SkillFormatError(
-                f"{source}: line {i + 1} of the frontmatter is not 'key: value': {line!r}"
-            )
-        key, value = match.group(1), match.group(2).strip()
-        if value in ("|", ">", "|-", ">-"):
-            block: list[str] = []
-            while i < len(lines) and (not lines[i].strip() or lines[i][0].isspace()):
-                block.append(lines[i].strip())
-                i += 1
-            value = ("\n" if value.startswith("|") else " ").join(block).strip()
-        else:
-            value = _unquote(value, source, i + 1)
-        fields[key] = value
-    return fields
-
-
-def _unquote(value: str, source: str, line_no: int) -> str:
-    if value[:1] in ("'", '"'):
-        quote = value[0]
-        if len(value) < 2 or value[-1] != quote:
-            raise SkillFormatError(
-                f"{source}: line {line_no} of the frontmatter has an unclosed {quote} quote"
-            )
-        inner = value[1:-1]
-        return inner.replace("''", "'") if quote == "'" else inner.replace('\\"', '"')
-    return value.split(" #", 1)[0].rstrip()
 
 
 def skill_from_text(text: str, skill_dir: str, updated_at: float, source: str) -> Skill:
@@ -89,7 +68,7 @@ def skill_from_text(text: str, skill_dir: str, updated_at: float, source: str) -
 
     Raises:
         SkillFormatError: see :func:`parse_skill_markdown`, or ``name`` / ``description``
-            missing or empty.
+            missing, empty or not a string.
     """
     fields, body = parse_skill_markdown(text, source)
     missing = [key for key in ("name", "description") if not fields.get(key)]
@@ -97,12 +76,19 @@ def skill_from_text(text: str, skill_dir: str, updated_at: float, source: str) -
         raise SkillFormatError(
             f"{source}: the frontmatter lacks the required field(s) {', '.join(missing)}"
         )
+    for key in ("name", "description"):
+        if not isinstance(fields[key], str):
+            raise SkillFormatError(
+                f"{source}: the frontmatter field {key!r} must be a string, got "
+                f"{type(fields[key]).__name__} (quote it)"
+            )
     return Skill(
         name=fields["name"],
         description=fields["description"],
         dir=skill_dir,
         markdown=body,
         updated_at=updated_at,
+        frontmatter=fields,
     )
 
 
@@ -110,8 +96,9 @@ class LocalSkillLoader(SkillLoaderBase):
     """Skills in a local directory: the directory itself when it holds a ``SKILL.md``, and,
     with ``scan_subdir=True``, every directory below it that holds one.
 
-    :meth:`list_skills` logs and skips a skill that cannot be loaded (a broken ``SKILL.md``
-    never breaks the agent); :meth:`load_skill` raises instead.  A skill is re-read only when
+    :meth:`list_skills` skips a skill that cannot be loaded with a WARNING on the
+    ``trioagent.skill`` logger naming its ``SKILL.md`` and the problem (a broken skill never
+    breaks the agent); :meth:`load_skill` raises instead.  A skill is re-read only when
     its ``SKILL.md`` changed since the last listing.  File I/O runs in a worker thread.
     """
 
@@ -167,5 +154,8 @@ class LocalSkillLoader(SkillLoaderBase):
             try:
                 skills.append(await self.load_skill(root))
             except (SkillFormatError, OSError, UnicodeDecodeError) as exc:
-                logger.warning("Skipping the skill in %s: %s", root, exc)
+                if isinstance(exc, SkillFormatError):  # its message starts with the file
+                    logger.warning("Skipping a skill: %s", exc)
+                else:
+                    logger.warning("Skipping the skill %s: %s", os.path.join(root, SKILL_FILE), exc)
         return skills

@@ -30,6 +30,7 @@ from ._sweep import (
     SweepRun as SweepRun,
     SweepViolation as SweepViolation,
     cancel_sweep as cancel_sweep,
+    check_nested_rules as check_nested_rules,
     check_reply_rules as check_reply_rules,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "SweepRun",
     "SweepViolation",
     "cancel_sweep",
+    "check_nested_rules",
     "check_reply_rules",
     "serve_openai_compatible",
     "text_chunks",

@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible HTTP server on loopback, for tests and examples.
 
 It speaks real HTTP/1.1 (``trio`` sockets + ``h11``) and the Chat Completions protocol:
-``POST …/chat/completions`` answered with SSE (``"stream": true``) or JSON, from a script.
+``POST …/chat/completions`` answered with SSE (``"stream": true``) or JSON, from a script,
+and ``GET …/models`` listing the one model it answers as.  What it cannot do it refuses as an
+OpenAI-compatible server does: ``n`` other than 1 is an HTTP 400 ``invalid_request_error``.
 Tests use it as the peer of :class:`~trioagent.model.OpenAIChatModel`, so they exercise real
 sockets, real SSE parsing and real connection closing.
 
@@ -43,6 +45,8 @@ from __future__ import annotations
 import collections
 import inspect
 import json
+import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,7 +56,7 @@ import trio
 from .._core.json_types import JSONValue
 from ..credential import OpenAICredential
 from ..model import OpenAIChatModel
-from ._server_payloads import completion, request_problem, stream_chunks
+from ._server_payloads import completion, model_entry, model_list, request_problem, stream_chunks
 from ._server_script import (
     UNAUTHORIZED,
     ConnectionRecord,
@@ -68,6 +72,7 @@ from ._server_wire import Abort, ClientGone, Exchange
 __all__ = ["OpenAICompatibleServer", "serve_openai_compatible"]
 
 _CLOSE_GRACE = 1.0  # seconds a shielded socket close may take
+_MODELS_PATH = re.compile(r"/models(?:/(?P<id>[^/]+))?/?$")
 
 
 class OpenAICompatibleServer:
@@ -90,6 +95,7 @@ class OpenAICompatibleServer:
         self.connections: list[ConnectionRecord] = []
         self.files: dict[str, tuple[bytes, str]] = {}
         self.routes: dict[tuple[str, str], RouteHandler] = {}
+        self.started_at = int(time.time())  # the ``created`` of the model it lists
         self._changed = trio.Event()
 
     def __repr__(self) -> str:
@@ -244,7 +250,11 @@ class OpenAICompatibleServer:
             found = self.files.get(request.path.removeprefix("/files/"))
             await (exchange.send_not_found() if found is None else exchange.send_file(*found))
             return
-        if request.method != "POST" or not request.path.split("?")[0].endswith("/chat/completions"):
+        path = request.path.split("?")[0]
+        if request.method == "GET" and (models := _MODELS_PATH.search(path)) is not None:
+            await self._answer_models(exchange, request, models["id"])
+            return
+        if request.method != "POST" or not path.endswith("/chat/completions"):
             await exchange.send_not_found()
             return
         if not self._authorized(request):
@@ -252,9 +262,7 @@ class OpenAICompatibleServer:
             return
         problem = request_problem(request.body)
         if problem is not None:
-            await exchange.send_error(
-                ScriptedError(status=400, message=problem, type="invalid_request_error")
-            )
+            await exchange.send_error(problem)
             return
         entry = await self._next_entry(request)
         match entry:
@@ -268,6 +276,29 @@ class OpenAICompatibleServer:
                 if entry.stall_after is not None:
                     await trio.sleep_forever()
                 await exchange.send_json(200, completion(request, entry, self.model))
+
+    async def _answer_models(
+        self, exchange: Exchange, request: RecordedRequest, model_id: str | None
+    ) -> None:
+        """``GET …/models`` lists the one model this server answers as; ``GET …/models/<id>``
+        returns it, or OpenAI's 404 ``model_not_found`` for any other id."""
+        if not self._authorized(request):
+            await exchange.send_error(UNAUTHORIZED)
+            return
+        if model_id is None:
+            await exchange.send_json(200, model_list(self.model, self.started_at))
+        elif model_id == self.model:
+            await exchange.send_json(200, model_entry(self.model, self.started_at))
+        else:
+            await exchange.send_error(
+                ScriptedError(
+                    status=404,
+                    message=f"The model '{model_id}' does not exist",
+                    type="invalid_request_error",
+                    code="model_not_found",
+                    param="model",
+                )
+            )
 
     def _authorized(self, request: RecordedRequest) -> bool:
         return self.api_key is None or request.headers.get("authorization") == (

@@ -7,9 +7,9 @@ import json
 import time
 
 from .._core.json_types import JSONObject, JSONValue
-from ._server_script import RecordedRequest, ScriptedReply
+from ._server_script import RecordedRequest, ScriptedError, ScriptedReply
 
-__all__ = ["completion", "request_problem", "stream_chunks"]
+__all__ = ["completion", "model_entry", "model_list", "request_problem", "stream_chunks"]
 
 
 def _fragments(text: str, size: int) -> list[str]:
@@ -98,14 +98,37 @@ def completion(request: RecordedRequest, reply: ScriptedReply, default_model: st
     }
 
 
-def request_problem(body: JSONValue) -> str | None:
-    """Why a chat-completions body is malformed (answered with HTTP 400), or ``None``."""
+def request_problem(body: JSONValue) -> ScriptedError | None:
+    """The HTTP 400 a chat-completions body gets, or ``None`` for a body the server answers.
+
+    ``n`` other than 1 is refused as llama.cpp's server refuses it (the script holds one
+    answer per request), with ``param: "n"`` as OpenAI names the offending parameter.
+    """
     if not isinstance(body, dict) or "messages" not in body:
-        return "The body must be a JSON object with 'messages'."
+        return _invalid("The body must be a JSON object with 'messages'.")
     messages = body["messages"]
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        return "'messages' must be a list of objects."
+        return _invalid("'messages' must be a list of objects.")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
-        return "'stream_options' must be an object."
+        return _invalid("'stream_options' must be an object.")
+    n = body.get("n")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        return _invalid(f"Invalid 'n': expected an integer >= 1, got {n!r}.", param="n")
+    if n is not None and n > 1:
+        return _invalid("Only one completion choice is allowed ('n' must be 1).", param="n")
     return None
+
+
+def _invalid(message: str, *, param: str | None = None) -> ScriptedError:
+    return ScriptedError(status=400, message=message, type="invalid_request_error", param=param)
+
+
+def model_list(model: str, created: int) -> JSONObject:
+    """``GET /v1/models``: the one model this server answers as, in OpenAI's list shape."""
+    return {"object": "list", "data": [model_entry(model, created)]}
+
+
+def model_entry(model: str, created: int) -> JSONObject:
+    """One model object, as ``GET /v1/models/<id>`` returns it."""
+    return {"id": model, "object": "model", "created": created, "owned_by": "trioagent"}

@@ -84,6 +84,7 @@ class ScriptedError:
     message: str = "The server had an error while processing your request."
     type: str = "server_error"
     code: str | None = None
+    param: str | None = None
     retry_after: float | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
 

@@ -70,7 +70,7 @@ class Exchange:
             "error": {
                 "message": error.message,
                 "type": error.type,
-                "param": None,
+                "param": error.param,
                 "code": error.code,
             }
         }

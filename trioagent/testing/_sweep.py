@@ -3,8 +3,13 @@
 The reply is run once to count the schedule points its tasks pass through (a
 ``trio.abc.Instrument``), then re-run from scratch once per point, cancelling right after the
 k-th one.  Each run must end with exactly one ``ReplyEndEvent`` as its last event (rule 1),
+``interrupt()`` must leave the reply with its final Msg (rule 2),
 leave a consistent, JSON-round-trippable context where every tool call has exactly one result
 (rule 6), and leave no task and no busy HTTP connection behind (rule 7).
+
+The swept object may also be a pipeline (``trioagent.pipeline``) or an agent calling agents
+as tools: the rules then hold for every reply of every participant, each reply id having at
+most one end, last among its events, and the outermost end last of all.
 
 Run it under ``trio.testing.MockClock(autojump_threshold=0)`` (pytest-trio's
 ``autojump_clock`` fixture) so timers cost no real time.
@@ -23,11 +28,8 @@ import attrs
 import trio
 import trio.lowlevel
 
-from ..agent import Agent, AgentState
-from ..event import (
-    AgentEvent,
-    ReplyEndEvent,
-)
+from ..agent import Agent, AgentState, AgentTool
+from ..event import AgentEvent, ReplyEndEvent, agent_path
 from ..exception import TrioagentError
 from ..message import Msg, ToolCallBlock, ToolCallState, ToolResultBlock
 from ..serialization import dumps, loads
@@ -38,6 +40,7 @@ __all__ = [
     "SweepRun",
     "SweepViolation",
     "cancel_sweep",
+    "check_nested_rules",
     "check_reply_rules",
 ]
 
@@ -116,7 +119,9 @@ class _StepCounter(trio.abc.Instrument):
             self.cancel()
 
 
-MakeAgent = Callable[[], "Agent | Awaitable[Agent]"]
+#: Builds the swept object: an agent, or a pipeline (anything with an agent's entry points
+#: and a ``participants`` list of agents).
+MakeAgent = Callable[[], "Agent | Awaitable[Agent] | Any"]
 
 
 async def cancel_sweep(
@@ -128,12 +133,13 @@ async def cancel_sweep(
     max_points: int | None = None,
     supervised: bool = False,
     structured_schema: Any = None,
+    consumer_delay: float | None = None,
 ) -> SweepReport:
     """Cancel a reply after each of its schedule points and check the rules every time.
 
     Args:
-        make_agent: builds a fresh agent per run (sync or async), e.g. with a fresh
-            ``ScriptedModel``.  It may be called inside a nursery of yours (for a loopback
+        make_agent: builds a fresh agent (or pipeline) per run (sync or async), e.g. with a
+            fresh ``ScriptedModel``.  It may be called inside a nursery of yours (for a loopback
             server), but the agent's reply must not depend on state left by an earlier run.
         inputs: the reply's inputs, or a callable producing them per run.
         mode: ``"interrupt"`` (``agent.interrupt()``) or ``"outer"`` (an enclosing scope).
@@ -142,7 +148,12 @@ async def cancel_sweep(
         supervised: run each reply inside ``async with agent:`` (the supervision scope of
             background tools).  Leaving that scope is then part of the swept schedule, and
             every background task must have ended with exactly one result when it is left.
-        structured_schema: passed to each reply (a structured-output reply is swept).
+        structured_schema: passed to each reply (a structured-output reply is swept; not
+            for a pipeline).
+        consumer_delay: a slow consumer: every run uses the callback form
+            (``reply(on_event=...)``, in both modes) with a consumer that records each event
+            and then sleeps this many seconds -- longer than ``interrupt_grace`` sweeps a
+            consumer the cleanup cannot wait for (a stalled websocket client).
 
     Returns:
         A :class:`SweepReport`; raises :class:`SweepViolation` on the first broken rule.
@@ -155,7 +166,11 @@ async def cancel_sweep(
     as pytest-trio's ``nursery`` fixture), not at nurseries nested inside their tasks.
     """
     mode = CancelMode(mode)
-    options = {"supervised": supervised, "structured_schema": structured_schema}
+    options = {
+        "supervised": supervised,
+        "structured_schema": structured_schema,
+        "consumer_delay": consumer_delay,
+    }
     baseline = await _run_once(make_agent, inputs, mode, None, **options)
     _check_run(baseline, mode)
     if check is not None:
@@ -178,6 +193,7 @@ async def _run_once(
     cancel_at: int | None,
     supervised: bool = False,
     structured_schema: Any = None,
+    consumer_delay: float | None = None,
 ) -> SweepRun:
     agent = make_agent()
     if inspect.isawaitable(agent):
@@ -214,10 +230,12 @@ async def _run_once(
             trio.lowlevel.remove_instrument(counter)
             run.steps, run.fired = counter.steps, counter.fired
 
+    schema = {} if structured_schema is None else {"structured_schema": structured_schema}
+
     async def drive() -> None:
-        if mode is CancelMode.INTERRUPT:
+        if mode is CancelMode.INTERRUPT and consumer_delay is None:
             # The channel form: the consumer keeps receiving after interrupt().
-            stream = agent.stream(run_inputs, structured_schema=structured_schema)
+            stream = agent.stream(run_inputs, **schema)
             try:
                 async with stream as reply:
                     async for event in reply:
@@ -229,10 +247,10 @@ async def _run_once(
             # channel, so only a callback can witness the INTERRUPTED end.
             async def record(event: AgentEvent) -> None:
                 run.events.append(event)
+                if consumer_delay is not None:
+                    await trio.sleep(consumer_delay)
 
-            run.msg = await agent.reply(
-                run_inputs, structured_schema=structured_schema, on_event=record
-            )
+            run.msg = await agent.reply(run_inputs, on_event=record, **schema)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(body)
@@ -270,10 +288,16 @@ def _check_run(run: SweepRun, mode: CancelMode) -> None:
         raise SweepViolation(f"({where}) the reply raised {run.error!r}") from run.error
     if mode is CancelMode.INTERRUPT and run.propagated_cancel:
         raise SweepViolation(f"({where}) agent.interrupt() let trio.Cancelled escape the reply")
+    if mode is CancelMode.INTERRUPT and run.end is not None and run.msg is None:
+        raise SweepViolation(f"rule 2 ({where}): the reply ended without its final Msg")
     if not run.events and not run.fired:
         # No cancellation explains it: a layer returned without running the reply.
         raise SweepViolation(f"rule 1 ({where}): the reply ended without a single event")
-    check_reply_rules(run.agent.state, run.agent.name, run.events, where=where)
+    agents = _agents_of(run.agent)
+    if len(agents) == 1:
+        check_reply_rules(run.agent.state, run.agent.name, run.events, where=where)
+    else:
+        check_nested_rules(agents, run.events, where=where)
     if (
         run.fired
         and mode is CancelMode.OUTER
@@ -282,18 +306,95 @@ def _check_run(run: SweepRun, mode: CancelMode) -> None:
         and run.end.finished_reason == "interrupted"
     ):
         raise SweepViolation(f"({where}) an outer cancellation was swallowed (rule 3)")
-    _check_connections(run.agent, where)
+    for agent in agents:
+        _check_connections(agent, where)
+
+
+def _agents_of(target: Any) -> list[Any]:
+    """The swept object's agents: a pipeline's participants, and every agent called as a tool
+    (found in the toolkits, to any depth)."""
+    found: list[Any] = []
+    pending = list(getattr(target, "participants", None) or [target])
+    while pending:
+        agent = pending.pop(0)
+        if any(agent is seen for seen in found):
+            continue
+        found.append(agent)
+        toolkit = getattr(agent, "toolkit", None)
+        if toolkit is not None:
+            tools = toolkit.available_tools([g.name for g in toolkit.tool_groups])
+            pending.extend(t.agent for t, _ in tools.values() if isinstance(t, AgentTool))
+    return found
+
+
+def check_nested_rules(
+    agents: Sequence[Agent], events: Sequence[AgentEvent], *, where: str = ""
+) -> None:
+    """Rules 1 and 6 for a reply that ran several agents (a pipeline, agents as tools).
+
+    Rule 1 per reply id: at most one ``ReplyEndEvent``, the last event of that reply; a reply
+    without one must be its agent's parked reply.  Unless something is parked, the last event
+    of all is an end, and an untagged end (the called agent's own) is the very last event.
+    Rule 6 for every agent's state.
+    """
+    by_reply: dict[str, list[int]] = collections.defaultdict(list)
+    for index, event in enumerate(events):
+        by_reply[event.reply_id].append(index)
+    parked = {a.state.reply_id for a in agents if a.state.has_awaiting_tool_calls(a.name)}
+    ended: set[str] = set()
+    for reply_id, indices in by_reply.items():
+        ends = [i for i in indices if isinstance(events[i], ReplyEndEvent)]
+        if len(ends) > 1:
+            raise SweepViolation(
+                f"rule 1 ({where}): reply {reply_id} has {len(ends)} ReplyEndEvents"
+            )
+        if ends and ends[0] != indices[-1]:
+            raise SweepViolation(
+                f"rule 1 ({where}): the ReplyEndEvent of reply {reply_id} is not its last event"
+            )
+        if ends:
+            ended.add(reply_id)
+        elif reply_id not in parked:
+            raise SweepViolation(
+                f"rule 1 ({where}): reply {reply_id} has no ReplyEndEvent and is not parked"
+            )
+    if events and not parked - ended:
+        last = events[-1]
+        if not isinstance(last, ReplyEndEvent):
+            raise SweepViolation(f"rule 1 ({where}): the last event is not a ReplyEndEvent")
+        own = [e for e in events if isinstance(e, ReplyEndEvent) and not agent_path(e)]
+        if own and own[-1] is not last:
+            raise SweepViolation(f"rule 1 ({where}): an inner reply ended after the outer one")
+    for agent in agents:
+        mine = [e for e in events if e.reply_id == agent.state.reply_id]
+        check_reply_rules(
+            agent.state,
+            agent.name,
+            mine,
+            where=f"{where}, agent {agent.name!r}",
+            parked=agent.state.reply_id in parked - ended,
+        )
 
 
 def check_reply_rules(
-    state: AgentState, name: str, events: Sequence[AgentEvent], *, where: str = ""
+    state: AgentState,
+    name: str,
+    events: Sequence[AgentEvent],
+    *,
+    where: str = "",
+    parked: bool | None = None,
 ) -> None:
-    """Rules 1 and 6 for one reply's events and the agent's state afterwards."""
+    """Rules 1 and 6 for one reply's events and the agent's state afterwards.
+
+    ``parked`` says whether the reply is parked; by default it is read from the events (some
+    events, no end) and the state (calls still waiting).
+    """
     ends = [i for i, e in enumerate(events) if isinstance(e, ReplyEndEvent)]
     # Parked: no end, and calls still wait for the user or an external result.  The last event
     # need not be a REQUIRE_* one (in a concurrent batch other calls finish after a prompt; a
     # partial resume parks again without a new prompt).
-    parked = bool(events) and not ends and state.has_awaiting_tool_calls(name)
+    if parked is None:
+        parked = bool(events) and not ends and state.has_awaiting_tool_calls(name)
     if not events or (parked and not ends):
         pass  # cancelled before the reply started, or parked (no end until it resumes)
     elif len(ends) != 1:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         TaskUpdate as TaskUpdate,
         Write as Write,
     )
+    from ._class_schema import ClassSchema as ClassSchema, is_schema_class as is_schema_class
     from ._function import FunctionTool as FunctionTool
     from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
     from ._mcp import (
@@ -56,6 +57,7 @@ __getattr__, __dir__ = lazy_attributes(
         "AskUser": "._builtin",
         "AskUserAnswer": "._builtin",
         "Bash": "._builtin",
+        "ClassSchema": "._class_schema",
         "Edit": "._builtin",
         "Emit": "._response",
         "FunctionTool": "._function",
@@ -90,6 +92,7 @@ __getattr__, __dir__ = lazy_attributes(
         "Toolkit": "._toolkit",
         "ToolkitMiddleware": "._toolkit",
         "Write": "._builtin",
+        "is_schema_class": "._class_schema",
     },
     globals(),
 )
@@ -98,6 +101,7 @@ __all__ = [
     "AskUser",
     "AskUserAnswer",
     "Bash",
+    "ClassSchema",
     "Edit",
     "Emit",
     "FunctionTool",
@@ -132,4 +136,5 @@ __all__ = [
     "Toolkit",
     "ToolkitMiddleware",
     "Write",
+    "is_schema_class",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Generator
-from typing import cast
+from typing import Literal, cast
 
 import trio
 
@@ -21,8 +23,11 @@ from ._response import Emit, ToolChunk, chunk_from_value
 from ._schema import remove_title_field
 from ._shape import ConversionError
 from ._signature import ToolParameters
+from ._worker import ThreadCall, ThreadRunner, check_picklable, run_in_process
 
 __all__ = ["FunctionTool"]
+
+logger = logging.getLogger("trioagent.tool")
 
 
 class FunctionTool(ToolBase):
@@ -41,17 +46,24 @@ class FunctionTool(ToolBase):
     inside lists, tuples, sets, dicts (non-string keys too) and unions, whose members are tried
     in declaration order — and ``2.0`` for an ``int``.  A mismatch is a
     :class:`~trioagent.exception.ToolInputValidationError` naming each bad value's JSON path;
-    the function is not called.  Async functions are awaited.  Sync
-    functions run inline in the event loop — keep them quick — or, with ``blocking=True``, in a
-    worker thread via :func:`trio.to_thread.run_sync` (cancellation then waits for the thread
-    to finish, since threads cannot be interrupted).
+    the function is not called.  Async functions are awaited.
+
+    **Sync functions never run on the event loop.**  By default (``isolate="thread"``) each
+    call runs in a worker thread (:func:`trio.to_thread.run_sync`, abandoned on cancel): a
+    cancelled call ends at once, and a thread still running is abandoned -- it runs to its
+    end, its result is discarded, its side effects happen; a WARNING names the tool and the
+    call, and :attr:`abandoned_threads` counts it until it ends.  With ``isolate="process"``
+    each call runs in a fresh worker process that a cancellation kills (SIGKILL): for sync
+    work that must stop when the reply does.  The function must then be picklable (a
+    top-level function), take no ``emit`` and not be a generator; its arguments and result
+    are pickled.  ``blocking=`` is deprecated and ignored (sync functions always run off the
+    event loop now).
 
     **Streaming.** Declare a parameter named ``emit``:
 
     * async function: ``await emit(ToolChunk(...))`` — delivered immediately;
-    * sync function with ``blocking=True``: ``emit(chunk)`` — delivered immediately from the
-      worker thread;
-    * sync inline function: ``emit(chunk)`` — buffered and delivered right after it returns.
+    * sync function: ``emit(chunk)`` — delivered immediately from the worker thread (dropped
+      once the call was cancelled and its thread abandoned).
 
     A sync *generator* function streams too: each yielded value becomes one chunk.  Async
     generator functions are rejected (no async generators in a Trio program's tool path: they
@@ -82,7 +94,8 @@ class FunctionTool(ToolBase):
         is_background: bool = False,
         background_after: float | None = None,
         metadata_schema: JSONObject | None = None,
-        blocking: bool = False,
+        blocking: bool | None = None,
+        isolate: Literal["thread", "process"] = "thread",
     ) -> None:
         if not callable(func):
             raise TypeError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -118,13 +131,46 @@ class FunctionTool(ToolBase):
         self.is_read_only = is_read_only
         self.is_state_injected = is_state_injected
         self.metadata_schema = metadata_schema
-        self.blocking = blocking
         self._func = func
         self._permission = permission
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - callable objects
         )
         self._wants_emit = "emit" in inspect.signature(func).parameters
+        if blocking is not None:
+            warnings.warn(
+                f"{self.name}: blocking= is deprecated and ignored: a sync function tool "
+                "always runs in a worker thread now (isolate='process' runs it in a process "
+                "that a cancellation kills)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        if isolate not in ("thread", "process"):
+            raise ValueError(f"isolate must be 'thread' or 'process', got {isolate!r}")
+        self.isolate = isolate
+        if isolate == "process":
+            self._check_isolable(is_state_injected)
+        self._threads = ThreadRunner(self.name)
+
+    def _check_isolable(self, is_state_injected: bool) -> None:
+        """Refuse what a worker process cannot run (naming the function)."""
+        func, name = self._func, callable_name(self._func)
+        if self._is_async or inspect.isgeneratorfunction(func):
+            raise TypeError(
+                f"{name}: isolate='process' is for plain sync functions (not async, not a "
+                "generator)"
+            )
+        if self._wants_emit or is_state_injected:
+            raise TypeError(
+                f"{name}: a tool run with isolate='process' cannot take `emit` or the agent "
+                "state (they do not cross into another process)"
+            )
+        check_picklable(func, name)
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Worker threads of cancelled calls of this tool that are still running."""
+        return self._threads.abandoned
 
     @property
     def func(self) -> Callable[..., object]:
@@ -145,59 +191,42 @@ class FunctionTool(ToolBase):
     async def call(self, emit: Emit, /, **kwargs: JSONValue) -> object:
         """Invoke the function (see the class docstring for the calling conventions)."""
         kwargs = self._structure(kwargs)
-        buffered: list[ToolChunk] = []
-        if self._wants_emit:
-            kwargs["emit"] = self._emit_for(emit, buffered)
+        if self.isolate == "process":
+            return await run_in_process(self._func, kwargs, self.name)
+        thread_call = self._threads.new_call()
         if self._is_async:
+            if self._wants_emit:
+                kwargs["emit"] = emit
             result = await cast(Awaitable[object], self._func(**kwargs))
-        elif self.blocking:
-            result = await trio.to_thread.run_sync(functools.partial(self._func, **kwargs))
         else:
-            try:
-                result = self._func(**kwargs)
-            except Exception:
-                for chunk in buffered:  # what it streamed before failing still counts
-                    await emit(chunk)
-                raise
-            for chunk in buffered:
-                await emit(chunk)
-            buffered.clear()
-            if inspect.isawaitable(result):
-                result = await result
-        for chunk in buffered:
-            await emit(chunk)
+            if self._wants_emit:
+                kwargs["emit"] = _emit_from_thread(emit, thread_call)
+            result = await self._threads.run(functools.partial(self._func, **kwargs), thread_call)
+        if inspect.isawaitable(result):
+            result = await result
         if isinstance(result, Generator):
-            await self._drain(result, emit)
+            await self._drain(result, emit, thread_call)
             return None
         return result
 
-    def _emit_for(self, emit: Emit, buffered: list[ToolChunk]) -> Callable[[ToolChunk], object]:
-        if self._is_async:
-            return emit
-        if self.blocking:
-
-            def emit_from_thread(chunk: ToolChunk) -> None:
-                trio.from_thread.run(emit, chunk)
-
-            return emit_from_thread
-        return buffered.append
-
-    async def _drain(self, generator: Generator[object, None, object], emit: Emit) -> None:
-        """Emit every item of a sync generator (stepped in a thread when ``blocking``)."""
+    async def _drain(
+        self, generator: Generator[object, None, object], emit: Emit, thread_call: ThreadCall
+    ) -> None:
+        """Emit every item of a sync generator, each step in a worker thread."""
         done = object()
         try:
             while True:
-                if self.blocking:
-                    item = await trio.to_thread.run_sync(next, generator, done)
-                else:
-                    item = next(generator, done)
+                item = await self._threads.run(
+                    functools.partial(next, generator, done), thread_call
+                )
                 if item is done:
                     return
                 chunk = chunk_from_value(item)
                 if chunk is not None:
                     await emit(chunk)
         finally:
-            generator.close()
+            if not thread_call.abandoned:  # an abandoned step still runs the generator
+                generator.close()
 
     def _structure(self, kwargs: JSONObject) -> JSONObject:
         """The arguments converted to the annotated types (see the class docstring).
@@ -211,6 +240,19 @@ class FunctionTool(ToolBase):
             raise ToolInputValidationError(
                 f"Input validation failed for tool '{self.name}': {exc}"
             ) from None
+
+
+def _emit_from_thread(emit: Emit, thread_call: ThreadCall) -> Callable[[ToolChunk], None]:
+    """The ``emit`` a sync function calls from its worker thread: delivers the chunk in the
+    event loop and waits for it; drops it once the call gave up on the thread."""
+
+    def emit_from_thread(chunk: ToolChunk) -> None:
+        if thread_call.abandoned:
+            logger.debug("dropping a chunk emitted by an abandoned worker thread")
+            return
+        trio.from_thread.run(emit, chunk)
+
+    return emit_from_thread
 
 
 def _suggested_name(name: object) -> str:

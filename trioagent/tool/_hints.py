@@ -24,6 +24,8 @@ __all__ = [
     "callable_docstring",
     "callable_name",
     "class_docstring",
+    "is_field_class",
+    "is_named_tuple",
     "is_record_class",
     "record_fields",
     "resolve_hints",
@@ -114,8 +116,13 @@ def _annotation_scopes(target: object) -> Iterator[_Scope]:
 
 
 def class_docstring(cls: type) -> str | None:
-    """The class's own docstring; ``None`` for the signature a dataclass gets without one."""
+    """The class's own docstring; ``None`` for the signature a dataclass or a ``NamedTuple``
+    gets without one."""
     doc = cls.__dict__.get("__doc__")
+    if doc and is_named_tuple(cls):
+        fields: tuple[str, ...] = getattr(cls, "_fields", ())
+        if doc == f"{cls.__name__}({', '.join(fields)})":
+            return None
     if doc and dataclasses.is_dataclass(cls):
         try:
             generated = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
@@ -156,8 +163,32 @@ def is_record_class(tp: object) -> bool:
     return isinstance(cls, type) and (attrs.has(cls) or dataclasses.is_dataclass(cls))
 
 
+def is_named_tuple(tp: object) -> bool:
+    """Whether ``tp`` is a ``typing.NamedTuple`` (or ``collections.namedtuple``) class."""
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+def is_field_class(tp: object) -> bool:
+    """Whether ``tp`` is built from named fields a JSON object can carry: an attrs class, a
+    dataclass, a ``TypedDict`` or a ``NamedTuple``."""
+    return is_record_class(tp) or typing.is_typeddict(tp) or is_named_tuple(tp)
+
+
+def _required_key(annotation: object, required: bool) -> tuple[object, bool]:
+    """``Required[X]`` / ``NotRequired[X]`` → ``X`` and whether the key is required (read
+    from the annotation too: ``__required_keys__`` misses them under postponed annotations)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Required or origin is typing.NotRequired:
+        return typing.get_args(annotation)[0], origin is typing.Required
+    return annotation, required
+
+
 def record_fields(cls: type) -> list[RecordField]:
-    """The ``__init__`` fields of an attrs class or dataclass, in order.
+    """The fields of an attrs class, dataclass, ``TypedDict`` or ``NamedTuple``, in order.
+
+    A ``TypedDict`` key is required as its class says (``total``, ``Required`` /
+    ``NotRequired``); an optional one has no default.  A ``NamedTuple`` field is optional
+    when it has a default.
 
     A field whose annotation cannot be resolved is annotated ``object`` (with a warning).
     """
@@ -175,6 +206,18 @@ def record_fields(cls: type) -> list[RecordField]:
         return hints.get(name, declared)
 
     fields: list[RecordField] = []
+    if typing.is_typeddict(cls):
+        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        for key in hints:
+            annotation, required = _required_key(hint(key, object), key in required_keys)
+            fields.append(RecordField(key, key, annotation, required, NO_SHOWN_DEFAULT))
+        return fields
+    if is_named_tuple(cls):
+        defaults: dict[str, object] = getattr(cls, "_field_defaults", {})
+        for name in cls._fields:  # type: ignore[attr-defined]
+            required = name not in defaults
+            fields.append(RecordField(name, name, hint(name, object), required, defaults.get(name)))
+        return fields
     if attrs.has(cls):
         for field in attrs.fields(cls):
             if not field.init:

@@ -21,9 +21,11 @@ What an :class:`MCPTool` does with a call:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -276,25 +278,39 @@ class MCPTool(ToolBase):
         return final
 
 
+#: Why each source was last skipped: the WARNING is logged when the reason changes, not on
+#: every lookup (the toolkit lists tools before each model call).
+_skipped: weakref.WeakKeyDictionary[MCPToolSource, str] = weakref.WeakKeyDictionary()
+
+
 def list_source_tools(sources: Sequence[MCPToolSource], group: str) -> list[ToolBase]:
-    """The tools of ``sources`` in order; a source that cannot list them is logged and skipped."""
+    """The tools of ``sources`` in order; a source that cannot list them is logged (once per
+    reason) and skipped."""
     tools: list[ToolBase] = []
     for source in sources:
         try:
             tools.extend(source.listed_tools())
         except Exception as exc:
-            logger.warning(
-                "Skipping MCP server %r in tool group %r: its tools are unavailable (%s: %s)",
+            reason = f"{type(exc).__name__}: {exc}"
+            level = logging.DEBUG if _skipped.get(source) == reason else logging.WARNING
+            with contextlib.suppress(TypeError):  # a source that cannot be weakly referenced
+                _skipped[source] = reason
+            logger.log(
+                level,
+                "Skipping MCP server %r in tool group %r: its tools are unavailable (%s)",
                 source.name,
                 group,
-                type(exc).__name__,
-                exc,
+                reason,
             )
+        else:
+            with contextlib.suppress(TypeError):
+                _skipped.pop(source, None)
     return tools
 
 
 def check_sources_connected(sources: Sequence[MCPToolSource]) -> None:
-    """Raise for a stateful source that is not connected.
+    """Raise for a stateful source that is not connected (one that is down but still lists
+    its tools, reconnecting, passes).
 
     Raises:
         ValueError: names the source.
@@ -302,8 +318,17 @@ def check_sources_connected(sources: Sequence[MCPToolSource]) -> None:
     for source in sources:
         if not isinstance(source, MCPToolSource):
             raise TypeError(f"expected an MCP client, got {type(source).__name__}")
-        if source.is_stateful and not source.is_connected:
+        if source.is_stateful and not source.is_connected and not _lists_tools(source):
             raise ValueError(
                 f"The MCP client {source.name!r} is stateful but not connected: enter "
                 "`async with client:` before building the toolkit."
             )
+
+
+def _lists_tools(source: MCPToolSource) -> bool:
+    """Whether ``source`` lists tools (a client whose server is down, reconnecting, does)."""
+    try:
+        source.listed_tools()
+    except Exception:
+        return False
+    return True

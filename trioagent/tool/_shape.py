@@ -37,16 +37,27 @@ attrs class / dataclass     ``{"$ref": ...}``, an object schema    built from an
                             of its ``__init__`` fields (an attrs   those names; extra keys are an
                             field by its alias; class docstring    error; an instance passes as
                             → descriptions)                        it is
+``TypedDict``               the same, its keys required as the     a dict of the converted
+                            class says (``total``, ``Required`` /  values (extra keys are an
+                            ``NotRequired``)                       error)
+``NamedTuple``              the same (a field with a default is    an instance, from an object
+                            optional)                              keyed by the field names
+``datetime`` / ``date`` /   ``{"format": "date-time" | "date" |    parsed from ISO 8601
+``time``                    "time", "type": "string"}``            (``fromisoformat``)
+``UUID`` / ``Path``         ``{"format": "uuid" | "path",          ``UUID(s)`` / ``Path(s)`` (any
+                            "type": "string"}``                    ``PurePath`` subclass)
+``Decimal``                 ``{"anyOf": [number, numeric           exactly: ``0.1`` → ``Decimal(
+                            string]}``                             "0.1")``; no NaN or infinity
 pydantic model              its ``model_json_schema()`` under      ``model_validate`` (pydantic
                             ``$defs`` (with its nested             is never imported here)
                             definitions)
 ``NewType`` of X            as X                                   as X
-``TypedDict``, a class a    ``{}``                                 the value as it is
-JSON value belongs to
-(``Number``, ``Hashable``)
-other classes               refused when a tool is registered      (``datetime``, ``Path``,
-                            (a :class:`UnsupportedAnnotation`)     ``socket``: nothing the model
-                                                                   sends is one)
+a class some JSON values    the ``anyOf`` of those JSON types      the value, if it is an
+are (``numbers.Number``,    (``Number``: integer, number,          instance
+``Hashable``)               boolean)
+other classes               refused when a tool is registered      (``socket``, ``timedelta``:
+                            (a :class:`UnsupportedAnnotation`)     nothing the model sends is
+                                                                   one)
 ==========================  =====================================  ==============================
 
 Conversion is no looser than the schema: no ``"5"`` for an ``int``, no ``1`` for a ``bool``.
@@ -119,7 +130,7 @@ class ConversionError(TrioagentError, ValueError):
 
 
 class UnsupportedAnnotation(TrioagentError, TypeError):
-    """An annotation no JSON value can satisfy (``socket.socket``, ``datetime``).
+    """An annotation no JSON value can satisfy (``socket.socket``).
 
     ``where`` names the fields leading to it (``["Endpoint.sock"]``) when it is nested in a
     record class.
@@ -169,12 +180,12 @@ class Shape:
 
 
 class Anything(Shape):
-    """``Any``, ``object``, an unresolved annotation or a class the walker does not know."""
+    """``Any``, ``object``, an unresolved annotation, a ``TypeVar``, or (with an explicit
+    schema) a class no JSON value can be."""
 
-    def __init__(self, annotation: object, *, catch_all: bool, kinds: frozenset[str] | None = None):
+    def __init__(self, annotation: object, *, catch_all: bool):
         super().__init__(annotation)
         self.catch_all = catch_all
-        self.kinds = kinds
 
 
 class NoneShape(Shape):

@@ -3,9 +3,10 @@ arguments it sends, both from one walk over the signature (see :mod:`._shape`).
 
 A parameter's docstring text becomes its ``description`` (next to ``$ref`` for classes); a
 default is recorded as ``default`` (when JSON-serializable) and makes the parameter optional.
-``self``, ``cls``, ``_agent_state``, ``emit`` and ``*args`` / ``**kwargs`` are left out.  An
-annotation that cannot be resolved (a forward reference to an unknown name) accepts any value,
-with a warning; the other parameters keep their types.
+``self``, ``cls``, ``_agent_state`` and ``emit`` are left out; ``*args`` / ``**kwargs`` are
+refused (with an explicit ``input_schema`` they are left out: the schema says what a call
+passes).  An annotation that cannot be resolved (a forward reference to an unknown name)
+accepts any value, with a warning; the other parameters keep their types.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ class _Parameter:
 class ToolParameters:
     """The tool parameters of ``func``, read once.
 
-    ``strict`` (the default): a parameter annotated with a class no JSON value can be (see
-    :class:`~._shape.UnsupportedAnnotation`) raises a ``TypeError`` naming the function and the
-    parameter; otherwise it accepts the JSON value as it is.
+    ``strict`` (the default, for a schema read from the signature): ``*args`` / ``**kwargs``
+    and a parameter annotated with a class no JSON value can be (see
+    :class:`~._shape.UnsupportedAnnotation`) raise a ``TypeError`` naming the function (and
+    the parameter); otherwise (an explicit schema) variadics are left out and such a parameter
+    accepts the JSON value as it is.
     """
 
     def __init__(self, func: Callable[..., object], *, strict: bool = True) -> None:
@@ -56,10 +59,17 @@ class ToolParameters:
         self._parameters: list[_Parameter] = []
         self._positional_only: list[str] = []
         for name, param in inspect.signature(func).parameters.items():
-            if name in EXCLUDED_PARAMETERS or param.kind in (
-                param.VAR_POSITIONAL,
-                param.VAR_KEYWORD,
-            ):
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                if strict:
+                    stars = "*" if param.kind == param.VAR_POSITIONAL else "**"
+                    raise TypeError(
+                        f"{self._func_name} takes {stars}{name}, which a tool schema cannot "
+                        "describe (the model would see no such argument and a call passing "
+                        "one would fail): declare each argument as a named parameter, or "
+                        "register the function with an explicit input_schema=..."
+                    )
+                continue  # an explicit schema says what reaches **kwargs
+            if name in EXCLUDED_PARAMETERS:
                 continue
             if param.kind == param.POSITIONAL_ONLY:
                 self._positional_only.append(name)
@@ -80,7 +90,8 @@ class ToolParameters:
                 raise TypeError(
                     f"parameter {name!r} of {self._func_name}: {exc}. A tool argument arrives "
                     "as JSON: annotate it with a JSON-compatible type (str, int, float, bool, "
-                    "None, list, dict, Literal, an enum, an attrs class, a dataclass or a "
+                    "None, list, dict, Literal, an enum, datetime/date/time, UUID, Path, "
+                    "Decimal, an attrs class, a dataclass, a TypedDict, a NamedTuple or a "
                     "pydantic model), or register the function with an explicit "
                     "input_schema=... (the argument is then passed as the JSON value it is)"
                 ) from None

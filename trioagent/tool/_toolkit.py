@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
@@ -54,6 +54,7 @@ from ._skills import (
     render_skill_instructions,
     to_skill_sources,
 )
+from ._worker import CURRENT_CALL_ID
 
 __all__ = ["Toolkit", "ToolkitMiddleware"]
 
@@ -146,7 +147,8 @@ class Toolkit:
         is_state_injected: bool = False,
         is_background: bool = False,
         background_after: float | None = None,
-        blocking: bool = False,
+        blocking: bool | None = None,
+        isolate: Literal["thread", "process"] = "thread",
         metadata_schema: JSONObject | None = None,
         middlewares: list[ToolMiddlewareBase] | None = None,
         permission: PermissionDecision | None = None,
@@ -155,6 +157,10 @@ class Toolkit:
 
         Returns ``fn`` itself, so this also works as a bare decorator
         (``@toolkit.register_function``).  The tool is available through :meth:`get_tool`.
+
+        **Sync functions** run in a worker thread (``isolate="thread"``, the default) or, with
+        ``isolate="process"``, in a worker process that a cancellation kills; never on the
+        event loop.  ``blocking=`` is deprecated and ignored.  See :class:`FunctionTool`.
 
         **Permission.** Without ``permission`` (and without the toolkit's
         ``default_permission``) the tool asks before every call: the agent's reply *parks* on a
@@ -178,6 +184,7 @@ class Toolkit:
             background_after=background_after,
             metadata_schema=metadata_schema,
             blocking=blocking,
+            isolate=isolate,
         )
         self.add_tool(tool, group_name)
         return fn
@@ -324,6 +331,17 @@ class Toolkit:
             return None
         return self._skill_instructions(list(skills.values()), self.skill_viewer.name)
 
+    @property
+    def abandoned_threads(self) -> int:
+        """Worker threads of this toolkit's sync function tools still running after their call
+        was cancelled (each is counted until it ends; see :class:`FunctionTool`)."""
+        return sum(
+            tool.abandoned_threads
+            for group in self.tool_groups
+            for tool in group.tools
+            if isinstance(tool, FunctionTool)
+        )
+
     def get_tool(self, name: str) -> ToolBase | None:
         """The tool named ``name`` in any group, active or not, or ``None``."""
         found = self._all_tools().get(name)
@@ -469,7 +487,12 @@ def _make_core(state: object) -> Callable[[Kwargs, ChainEmit[ToolItem]], Awaitab
         arguments = dict(kwargs["tool_input"])
         if tool.is_state_injected and not tool.is_mcp and not tool.is_external_tool:
             arguments["_agent_state"] = state
-        await emit(await tool.run(arguments, emit))
+        token = CURRENT_CALL_ID.set(kwargs["tool_call"].id)  # names the call in thread logs
+        try:
+            response = await tool.run(arguments, emit)
+        finally:
+            CURRENT_CALL_ID.reset(token)
+        await emit(response)
 
     return run_tool
 

@@ -16,7 +16,8 @@ from typing import Annotated, Literal, NoReturn, Union, get_args, get_origin
 from .._core.json_types import JSONObject, JSONValue
 from ..serialization import unstructure
 from ._docstring import parse_docstring
-from ._hints import RecordField, class_docstring, is_record_class, record_fields
+from ._formats import FORMATTED_CLASSES, JSONClassShape, format_shape, jsonable_default
+from ._hints import RecordField, class_docstring, is_field_class, is_record_class, record_fields
 from ._schema import Definitions
 from ._shape import (
     AnnotatedShape,
@@ -202,7 +203,8 @@ class _Union(Shape):
 
 
 class _Record(Shape):
-    """An attrs class or a dataclass; its fields are filled in by the walker."""
+    """An attrs class, a dataclass, a ``TypedDict`` (converted to a dict) or a ``NamedTuple``;
+    its fields are filled in by the walker."""
 
     kinds = frozenset({"object"})
     needs_conversion = True
@@ -211,6 +213,8 @@ class _Record(Shape):
         super().__init__(annotation)
         self.cls = cls
         self.fields: list[tuple[RecordField, Shape]] = []
+        # a TypedDict supports no isinstance() check: its instances are plain dicts
+        self._instance_of = None if typing.is_typeddict(cls) else cls
 
     def schema(self, defs: Definitions) -> JSONObject:
         return defs.ref(self.cls, lambda name: self._define(defs))
@@ -231,7 +235,7 @@ class _Record(Shape):
         return schema
 
     def convert(self, value: JSONValue, path: str) -> object:
-        if isinstance(value, self.cls):
+        if self._instance_of is not None and isinstance(value, self._instance_of):
             return value
         if not isinstance(value, Mapping):
             fail(f"expected an object, got {show(value)}", path)
@@ -347,7 +351,7 @@ class Walker:
             shape = EnumShape(tp)
         elif isinstance(tp, type) and issubclass(tp, str | int | float | bytes):
             shape = Scalar(tp)
-        elif is_record_class(tp):
+        elif is_field_class(tp):
             cls = get_origin(tp) or tp
             assert isinstance(cls, type)
             record = _Record(tp, cls)
@@ -359,15 +363,19 @@ class Walker:
                     del self._classes[tp]
                     raise exc.within(f"{cls.__name__}.{field.key}") from None
             return record
+        elif isinstance(tp, type) and issubclass(tp, FORMATTED_CLASSES):
+            shape = format_shape(tp)
         elif _is_pydantic_model(tp):
             assert isinstance(tp, type)
             shape = _PydanticModel(tp)
-        else:
-            is_typeddict = typing.is_typeddict(tp)
-            if self._strict and not is_typeddict and not _json_can_be(tp):
+        elif not _json_can_be(tp):
+            if self._strict:
                 raise UnsupportedAnnotation(type_name(tp))
-            kinds = frozenset({"object"}) if is_typeddict else None
-            shape = Anything(tp, catch_all=False, kinds=kinds)
+            shape = Anything(tp, catch_all=False)
+        elif isinstance(tp, type):
+            shape = JSONClassShape(tp)
+        else:
+            shape = Anything(tp, catch_all=False)  # a TypeVar, say: given the benefit
         self._classes[tp] = shape
         return shape
 
@@ -406,8 +414,11 @@ _NOT_JSON = object()
 
 def _jsonable(value: object) -> JSONValue:
     """``value`` as JSON, or ``_NOT_JSON`` when it cannot be shown to the model."""
+    value = jsonable_default(value)
     if isinstance(value, enum.Enum):
         value = value.value
+    elif isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple
+        value = value._asdict()
     elif is_record_class(type(value)):
         try:
             value = unstructure(value)
