@@ -44,6 +44,7 @@ CORE_PACKAGES = [
     "middleware",
     "model",
     "permission",
+    "pipeline",
     "rag",
     "serialization",
     "session",
