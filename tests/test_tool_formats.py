@@ -73,7 +73,7 @@ def plan(
         mode: how.
         day: the day.
         alarm: the time.
-        ref: the reference.
+        ref: a reference.
         where: the folder.
         price: the budget.
         since: the first day.
