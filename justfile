@@ -22,6 +22,11 @@ integration-setup:
 integration *ARGS:
     python -m pytest -m integration -v -s --durations=0 {{ARGS}}
 
+# the browser tier: the chat page of `trioagent serve` in a headless Chromium (Debian's
+# `chromium`, driven by Playwright's Python package); screenshots in the test's tmp dir
+browser *ARGS:
+    python -m pytest -m browser -v -s {{ARGS}}
+
 # tests with branch coverage
 cov:
     coverage run -m pytest

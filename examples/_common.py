@@ -66,6 +66,17 @@ async def open_model(
     return model, server
 
 
+def require_extra(module: str, extra: str) -> None:
+    """Exit with code 3 (the runner reports the example as not run, with the command that
+    installs what it needs) when ``module`` of the optional ``extra`` is missing."""
+    try:
+        __import__(module)
+    except ImportError as exc:
+        print(f"NEEDS: pip install 'trioagent[{extra}]' (no {exc.name})")
+        sys.stdout.flush()
+        os._exit(3)
+
+
 def check(condition: bool, what: str) -> None:
     """Exit non-zero when the library broke its promise."""
     if not condition:

@@ -128,7 +128,9 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 # -- help and the examples command -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["--help"], ["examples", "--help"], ["chat", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["examples", "--help"], ["chat", "--help"], ["serve", "--help"]]
+)
 def test_help(args: list[str]) -> None:
     done = trioagent(*args)
     assert done.returncode == 0, done.stderr
@@ -493,7 +495,7 @@ def test_help_texts_and_usage_errors() -> None:
     chat, examples, unknown = (
         Call("chat", "--help"),
         Call("examples", "--help"),
-        Call("serve"),
+        Call("nosuchcommand"),
     )
     done = chat.done()
     assert done.returncode == 0
@@ -812,6 +814,24 @@ def test_examples_that_run_no_check_fail_and_a_failure_shows_its_exception(tmp_p
     done = verbose.done()
     assert done.returncode == 0, done.stdout
     assert "      | its own output" in done.stdout
+
+
+def test_an_example_missing_its_extra_is_reported_not_run(tmp_path: Path) -> None:
+    (tmp_path / "01_fine.py").write_text("print('ok: fine')\n")
+    (tmp_path / "02_web.py").write_text(
+        "import os\nprint(\"NEEDS: pip install 'trioagent[web]' (no ag_ui)\", flush=True)\n"
+        "os._exit(3)\n"
+    )
+    (tmp_path / "03_three.py").write_text("import os\nos._exit(3)\n")  # no NEEDS line: failed
+    done = Call("examples", TRIOAGENT_EXAMPLES=str(tmp_path)).done()
+    assert done.returncode == 1
+    assert "[2/3] skip 02_web" in done.stdout
+    assert "not run: it needs pip install 'trioagent[web]' (no ag_ui)" in done.stdout
+    assert "[3/3] FAIL 03_three" in done.stdout
+    assert "1 passed, 1 failed, 1 not run (an extra is missing: pip install" in done.stdout
+    (tmp_path / "03_three.py").unlink()
+    done = Call("examples", TRIOAGENT_EXAMPLES=str(tmp_path)).done()
+    assert done.returncode == 0, done.stdout  # a missing extra is not a failure
 
 
 def test_chat_with_an_invalid_base_url_port_is_a_one_line_error() -> None:

@@ -32,7 +32,7 @@ def _env() -> dict[str, str]:
 
 def test_the_suite_has_the_numbered_examples() -> None:
     numbers = {p.name[:2] for p in EXAMPLES}
-    assert {"01", "02", "03", "04", "05", "06", "08", "09", "11", "12", "14"} <= numbers
+    assert {"01", "02", "03", "04", "05", "06", "08", "09", "11", "12", "14", "17"} <= numbers
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

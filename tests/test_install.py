@@ -109,6 +109,25 @@ def test_mcp_without_its_extra_names_the_install_command() -> None:
     )
 
 
+def test_web_without_its_extra_names_the_install_command() -> None:
+    done = run_python(
+        """
+        import sys
+        sys.modules["ag_ui"] = None  # as if the web extra were not installed
+        from trioagent.exception import MissingExtraError
+        try:
+            from trioagent.web import AGUIApp
+        except MissingExtraError as exc:
+            assert exc.name == "ag_ui" and exc.extra == "web"
+            print(exc)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "trioagent.web needs the 'web' extra: pip install 'trioagent[web]'"
+    )
+
+
 def test_importing_the_agent_leaves_the_other_subpackages_unloaded() -> None:
     done = run_python(
         """

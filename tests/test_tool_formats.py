@@ -73,7 +73,7 @@ def plan(
         mode: how.
         day: the day.
         alarm: the time.
-        ref: a reference.
+        ref: a reference number.
         where: the folder.
         price: the budget.
         since: the first day.

@@ -22,6 +22,9 @@ from ..model import credential_from_spec
 __all__ = ["bundled_examples_dir", "example_matches", "list_examples", "run_examples"]
 
 EXAMPLE_TIMEOUT = 120.0
+#: The exit code of an example that cannot run without an optional extra; it prints a line
+#: ``NEEDS: pip install 'trioagent[<extra>]'`` first (``_common.require_extra``).
+EXIT_NEEDS_EXTRA = 3
 #: An example script: two digits, an underscore, a name (``01_interrupt_streaming.py``).
 EXAMPLE_NAME = re.compile(r"^(\d\d)_\w+\.py$")
 #: A line naming an exception: ``ValueError: ...``, also inside an exception group's box.
@@ -83,6 +86,7 @@ class ExampleResult(NamedTuple):
     seconds: float
     checks: int  #: the example's ``ok:`` lines
     last_line: str  #: why it failed: its FAILED line or its last exception line
+    needs: str = ""  #: not run: the install command of the extra it needs
 
 
 def failure_line(output: list[str]) -> str:
@@ -140,6 +144,9 @@ def run_example(path: Path, stream: TextIO | None = None) -> ExampleResult:
         return ExampleResult(
             path.stem, False, elapsed, checks, f"timed out after {EXAMPLE_TIMEOUT:g}s"
         )
+    needs = next((line[len("NEEDS: ") :] for line in output if line.startswith("NEEDS: ")), "")
+    if code == EXIT_NEEDS_EXTRA and needs:
+        return ExampleResult(path.stem, True, elapsed, 0, "", needs)
     if code == 0 and checks == 0:
         return ExampleResult(path.stem, False, elapsed, 0, "ran no checks (no 'ok:' line)")
     last = "" if code == 0 else failure_line(output)
@@ -151,12 +158,16 @@ def _print_table(results: list[ExampleResult]) -> None:
     print()
     print(f"{'example':<{width}}  result  checks  seconds")
     for r in results:
-        print(
-            f"{r.name:<{width}}  {'pass' if r.passed else 'FAIL':<6}  {r.checks:6d}  {r.seconds:7.1f}"
-        )
+        result = "skip" if r.needs else "pass" if r.passed else "FAIL"
+        print(f"{r.name:<{width}}  {result:<6}  {r.checks:6d}  {r.seconds:7.1f}")
     failed = sum(not r.passed for r in results)
+    skipped = [r for r in results if r.needs]
     total = sum(r.seconds for r in results)
-    print(f"\n{len(results) - failed} passed, {failed} failed in {total:.1f}s")
+    passed = len(results) - failed - len(skipped)
+    line = f"\n{passed} passed, {failed} failed"
+    if skipped:
+        line += f", {len(skipped)} not run (an extra is missing: {skipped[0].needs})"
+    print(f"{line} in {total:.1f}s")
 
 
 def run_examples(name: str | None, list_only: bool, verbose: bool = False) -> int:
@@ -194,12 +205,14 @@ def run_examples(name: str | None, list_only: bool, verbose: bool = False) -> in
             print(f"[{index:>{digits}}/{len(examples)}] {path.stem}:", flush=True)
         result = run_example(path, sys.stdout if verbose else None)
         results.append(result)
-        status = "ok  " if result.passed else "FAIL"
+        status = "skip" if result.needs else "ok  " if result.passed else "FAIL"
         print(
             f"[{index:>{digits}}/{len(examples)}] {status} {result.name} ({result.seconds:.1f}s)",
             flush=True,
         )
         if not result.passed:
             print(f"      {result.last_line}", flush=True)
+        elif result.needs:
+            print(f"      not run: it needs {result.needs}", flush=True)
     _print_table(results)
     return 1 if any(not r.passed for r in results) else 0
