@@ -87,5 +87,5 @@ def test_without_the_web_extra_serve_says_how_to_install_it() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == (
-        "error: trioagent serve needs the web extra: pip install 'trioagent[web]' (no ag_ui.core)\n"
+        "error: trioagent serve needs the web extra: pip install 'trioagent[web]' (no ag_ui)\n"
     )
