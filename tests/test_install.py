@@ -92,39 +92,29 @@ def test_the_core_imports_without_any_extra_and_without_httpx() -> None:
     assert done.stdout.strip() == "loaded: []"
 
 
-def test_mcp_without_its_extra_names_the_install_command() -> None:
+@pytest.mark.parametrize(
+    ("package", "extra", "missing"),
+    [("mcp", "mcp", "mcp"), ("web", "web", "ag_ui")],
+)
+def test_a_package_without_its_extra_names_the_install_command(
+    package: str, extra: str, missing: str
+) -> None:
     done = run_python(
-        """
-        from trioagent.exception import MissingExtraError
-        try:
-            from trioagent.mcp import MCPClient
-        except MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.name == "mcp" and exc.extra == "mcp"
-            print(exc)
-        """
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (
-        "trioagent.mcp needs the 'mcp' extra: pip install 'trioagent[mcp]'"
-    )
-
-
-def test_web_without_its_extra_names_the_install_command() -> None:
-    done = run_python(
-        """
+        f"""
         import sys
-        sys.modules["ag_ui"] = None  # as if the web extra were not installed
+        sys.modules[{missing!r}] = None  # as if the extra were not installed
         from trioagent.exception import MissingExtraError
         try:
-            from trioagent.web import AGUIApp
+            import trioagent.{package}
         except MissingExtraError as exc:
-            assert exc.name == "ag_ui" and exc.extra == "web"
+            assert isinstance(exc, ImportError)
+            assert (exc.name, exc.extra) == ({missing!r}, {extra!r})
             print(exc)
         """
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "trioagent.web needs the 'web' extra: pip install 'trioagent[web]'"
+        f"trioagent.{package} needs the {extra!r} extra: pip install 'trioagent[{extra}]'"
     )
 
 
