@@ -8,7 +8,9 @@ meta-path finder, as if they were not installed.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -144,3 +146,25 @@ def test_every_lazy_name_resolves_to_its_definition(facade: str) -> None:
         assert value is getattr(module, name)  # cached after the first read
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchName'"):
         getattr(module, "NoSuchName")  # noqa: B009
+
+
+@pytest.mark.parametrize("facade", LAZY_FACADES)
+def test_type_checkers_see_imports_not_a_module_getattr(facade: str) -> None:
+    """The lazy ``__getattr__`` is defined only under ``if not TYPE_CHECKING:``: a module
+    ``__getattr__`` that mypy sees makes every misspelt name of the package an ``Any``."""
+    source = importlib.import_module(facade).__file__
+    assert source is not None
+    tree = ast.parse(pathlib.Path(source).read_text())
+    hidden = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "not TYPE_CHECKING"
+    ]
+    visible = [
+        node
+        for node in tree.body
+        if "__getattr__" in ast.unparse(node) and not isinstance(node, ast.If)
+    ]
+    assert len(hidden) == 1
+    assert "__getattr__" in ast.unparse(hidden[0])
+    assert not visible

@@ -24,20 +24,23 @@ if TYPE_CHECKING:
     from .middleware import MiddlewareBase as MiddlewareBase
     from .tool import Toolkit as Toolkit
 
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "Agent": ".agent",
-        "AssistantMsg": ".message",
-        "MiddlewareBase": ".middleware",
-        "Msg": ".message",
-        "SystemMsg": ".message",
-        "Toolkit": ".tool",
-        "TrioagentError": ".exception",
-        "UserMsg": ".message",
-    },
-    globals(),
-)
+# Hidden from type checkers, which see the imports above: a visible module __getattr__
+# would make every misspelt name of this package type-check as Any.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "Agent": ".agent",
+            "AssistantMsg": ".message",
+            "MiddlewareBase": ".middleware",
+            "Msg": ".message",
+            "SystemMsg": ".message",
+            "Toolkit": ".tool",
+            "TrioagentError": ".exception",
+            "UserMsg": ".message",
+        },
+        globals(),
+    )
 
 __all__ = [
     "Agent",

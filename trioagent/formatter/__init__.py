@@ -45,33 +45,36 @@ if TYPE_CHECKING:
         XAIMultiAgentFormatter as XAIMultiAgentFormatter,
     )
 
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "AnthropicChatFormatter": "._anthropic",
-        "AnthropicMultiAgentFormatter": "._anthropic",
-        "DashScopeChatFormatter": "._dashscope",
-        "DashScopeMultiAgentFormatter": "._dashscope",
-        "DeepSeekChatFormatter": "._deepseek",
-        "DeepSeekMultiAgentFormatter": "._deepseek",
-        "FormatterBase": "._base",
-        "GeminiChatFormatter": "._gemini",
-        "GeminiMultiAgentFormatter": "._gemini",
-        "MiniMaxChatFormatter": "._anthropic",
-        "MoonshotChatFormatter": "._moonshot",
-        "MoonshotMultiAgentFormatter": "._moonshot",
-        "OllamaChatFormatter": "._ollama",
-        "OllamaMultiAgentFormatter": "._ollama",
-        "OpenAIChatFormatter": "._openai",
-        "OpenAIMultiAgentFormatter": "._openai",
-        "OpenAIResponseFormatter": "._openai_response",
-        "OpenAIResponseMultiAgentFormatter": "._openai_response",
-        "THOUGHT_SIGNATURE_PREFIX": "._gemini",
-        "XAIChatFormatter": "._xai",
-        "XAIMultiAgentFormatter": "._xai",
-    },
-    globals(),
-)
+# Hidden from type checkers, which see the imports above: a visible module __getattr__
+# would make every misspelt name of this package type-check as Any.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "AnthropicChatFormatter": "._anthropic",
+            "AnthropicMultiAgentFormatter": "._anthropic",
+            "DashScopeChatFormatter": "._dashscope",
+            "DashScopeMultiAgentFormatter": "._dashscope",
+            "DeepSeekChatFormatter": "._deepseek",
+            "DeepSeekMultiAgentFormatter": "._deepseek",
+            "FormatterBase": "._base",
+            "GeminiChatFormatter": "._gemini",
+            "GeminiMultiAgentFormatter": "._gemini",
+            "MiniMaxChatFormatter": "._anthropic",
+            "MoonshotChatFormatter": "._moonshot",
+            "MoonshotMultiAgentFormatter": "._moonshot",
+            "OllamaChatFormatter": "._ollama",
+            "OllamaMultiAgentFormatter": "._ollama",
+            "OpenAIChatFormatter": "._openai",
+            "OpenAIMultiAgentFormatter": "._openai",
+            "OpenAIResponseFormatter": "._openai_response",
+            "OpenAIResponseMultiAgentFormatter": "._openai_response",
+            "THOUGHT_SIGNATURE_PREFIX": "._gemini",
+            "XAIChatFormatter": "._xai",
+            "XAIMultiAgentFormatter": "._xai",
+        },
+        globals(),
+    )
 
 __all__ = [
     "THOUGHT_SIGNATURE_PREFIX",

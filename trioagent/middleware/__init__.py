@@ -25,27 +25,30 @@ if TYPE_CHECKING:
     from ._tracing import TracingMiddleware as TracingMiddleware
     from ._tts import TTSMiddleware as TTSMiddleware
 
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "AgenticMemoryMiddleware": "._agentic_memory",
-        "ChatModelCandidate": "._router",
-        "Emit": ".._core.emit",
-        "LocalBackend": "..memory",
-        "Mem0APIError": "..memory",
-        "Mem0Middleware": "._mem0",
-        "Mem0PlatformClient": "..memory",
-        "MemoryBackend": "..memory",
-        "MiddlewareBase": "._base",
-        "ModelRouterMiddleware": "._router",
-        "NextHandler": ".._core.chain",
-        "RAGMiddleware": "._rag",
-        "ReplyBudgetControlMiddleware": "._budget",
-        "TTSMiddleware": "._tts",
-        "TracingMiddleware": "._tracing",
-    },
-    globals(),
-)
+# Hidden from type checkers, which see the imports above: a visible module __getattr__
+# would make every misspelt name of this package type-check as Any.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "AgenticMemoryMiddleware": "._agentic_memory",
+            "ChatModelCandidate": "._router",
+            "Emit": ".._core.emit",
+            "LocalBackend": "..memory",
+            "Mem0APIError": "..memory",
+            "Mem0Middleware": "._mem0",
+            "Mem0PlatformClient": "..memory",
+            "MemoryBackend": "..memory",
+            "MiddlewareBase": "._base",
+            "ModelRouterMiddleware": "._router",
+            "NextHandler": ".._core.chain",
+            "RAGMiddleware": "._rag",
+            "ReplyBudgetControlMiddleware": "._budget",
+            "TTSMiddleware": "._tts",
+            "TracingMiddleware": "._tracing",
+        },
+        globals(),
+    )
 
 __all__ = [
     "AgenticMemoryMiddleware",
