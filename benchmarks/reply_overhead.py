@@ -62,7 +62,7 @@ class ZeroLatencyModel(ScriptedModel):
     async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
         step = await self._next_step(messages, tools, tool_choice)
         for chunk in step:
-            await send.send(chunk)
+            await send(chunk)
 
 
 def make_agent(middlewares: list[MiddlewareBase]) -> Agent:

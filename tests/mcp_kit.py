@@ -14,12 +14,14 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
 from trioagent.mcp import MCPClient, StdioMCPConfig
@@ -192,6 +194,23 @@ async def serve_http(
             yield f"http://127.0.0.1:{port}/{'sse' if sse else 'mcp'}"
         finally:
             stop.set()
+
+
+class InProcessClient(MCPClient):
+    """An :class:`MCPClient` whose session reaches ``server`` in this process (legacy JSON-RPC
+    over memory streams) instead of a subprocess or a socket."""
+
+    def __init__(self, name: str, server: Any, **kwargs: Any) -> None:
+        super().__init__(name, StdioMCPConfig(command="unused"), **kwargs)
+        self._server = server
+
+    def _new_session(self, on_end: Callable[[str], None]) -> Client:
+        return Client(
+            self._server,
+            mode="legacy",
+            message_handler=self._on_message,
+            **self._session_callbacks(),
+        )
 
 
 def stdio_config(tmp_path: Path, *extra: str, once: bool = False) -> StdioMCPConfig:

@@ -671,7 +671,7 @@ class GatedModel(ChatModelBase):
     ) -> None:
         for step in self.script:
             if isinstance(step, ChatResponse):
-                await send.send(step)
+                await send(step)
                 self.sent += 1
             else:
                 await trio.sleep(step)

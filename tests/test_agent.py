@@ -616,7 +616,7 @@ async def test_error_after_streamed_chunks_is_not_retried_and_ends_once():
 
         async def _stream_api(self, messages, tools, tool_choice, send):
             Failing.calls += 1
-            await send.send(text_chunks("partial")[0])
+            await send(text_chunks("partial")[0])
             raise ModelError("broke mid-stream", status_code=500)
 
     model = Failing([text_chunks("unused")])

@@ -837,3 +837,75 @@ async def test_cancel_sweep_over_a_cut_off_response(
     report = await cancel_sweep(build, lambda: user("go"), mode=mode)
     assert report.points >= 3
     assert ran == []
+
+
+# -- the fast path: one validation, a batch of one inline -------------------------------------
+
+
+class _CountingToolkit(Toolkit):
+    """Counts how often a call's arguments are parsed and validated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.validations = 0
+
+    def validate_call(self, tool_call: Any, activated_groups: Any = None) -> Any:
+        self.validations += 1
+        return super().validate_call(tool_call, activated_groups)
+
+
+async def test_a_call_is_parsed_and_validated_once() -> None:
+    toolkit = _CountingToolkit()
+    seen: list[dict[str, Any]] = []
+
+    async def echo(value: str, count: int = 1) -> str:
+        """Echo."""
+        seen.append({"value": value, "count": count})
+        return value * count
+
+    toolkit.register_function(echo, permission=ALLOW)
+    agent = make_agent([calls(call("c1", "echo", value="ab", count=2)), text("done")], toolkit)
+    await run(agent, user("go"))
+    assert toolkit.validations == 1
+    assert seen == [{"value": "ab", "count": 2}]
+    assert output_text(result_of(agent, "c1")) == "abab"
+
+
+async def test_a_call_replaced_by_a_middleware_is_validated_again() -> None:
+    toolkit = _CountingToolkit()
+
+    async def echo(value: str) -> str:
+        """Echo."""
+        return value
+
+    toolkit.register_function(echo, permission=ALLOW)
+
+    class Replace(MiddlewareBase):
+        async def on_acting(
+            self, agent: Any, input_kwargs: Any, next_handler: Any, emit: Any
+        ) -> None:
+            replaced = copy.copy(input_kwargs["tool_call"])
+            replaced.input = '{"value": "replaced"}'
+            await next_handler(emit, tool_call=replaced)
+
+    agent = make_agent(
+        [calls(call("c1", "echo", value="ok")), text("done")], toolkit, middlewares=[Replace()]
+    )
+    await run(agent, user("go"))
+    assert toolkit.validations == 2
+    assert output_text(result_of(agent, "c1")) == "replaced"
+
+
+async def test_a_batch_of_one_runs_in_the_reply_task() -> None:
+    toolkit = Toolkit()
+    tasks: list[trio.lowlevel.Task] = []
+
+    async def where() -> str:
+        """Record the task."""
+        tasks.append(trio.lowlevel.current_task())
+        return "here"
+
+    toolkit.register_function(where, permission=ALLOW)
+    agent = make_agent([calls(call("c1", "where")), text("done")], toolkit)
+    await run(agent, user("go"))
+    assert tasks == [trio.lowlevel.current_task()]

@@ -40,8 +40,9 @@ KIT_TOOLS = [
     "mcp__kit__wait",
     "mcp__kit__fail",
     "mcp__kit__mixed",
-    "mcp__kit__oddxnamexv1",
+    "mcp__kit__oddxnamexv1_3ff09282",
     "mcp__kit__exit_now",
+    "mcp__kit__read_resource",
 ]
 
 
@@ -259,7 +260,11 @@ async def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
 async def test_filters_choose_the_listed_tools(tmp_path: Path) -> None:
     enabled = MCPClient("kit", stdio_config(tmp_path), enable_tools=["echo", "add", "missing"])
     async with enabled:
-        assert [t.name for t in enabled.listed_tools()] == ["mcp__kit__echo", "mcp__kit__add"]
+        assert [t.name for t in enabled.listed_tools()] == [
+            "mcp__kit__echo",
+            "mcp__kit__add",
+            "mcp__kit__read_resource",
+        ]
     disabled = MCPClient("kit", stdio_config(tmp_path), disable_tools=["exit_now", "fail"])
     async with disabled:
         names = [t.name for t in disabled.listed_tools()]

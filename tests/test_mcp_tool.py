@@ -59,7 +59,7 @@ async def kit(tmp_path: Path) -> AsyncIterator[MCPClient]:
 
 def test_names_are_prefixed_and_sanitised() -> None:
     tool = MCPTool(Unreachable(), MCPToolSpec(name="files.read:v2"))
-    assert tool.name == "mcp__srv__filesxreadxv2"
+    assert tool.name == "mcp__srv__filesxreadxv2_7af46647"
     assert tool.spec.name == "files.read:v2"  # the server still receives the original name
     assert tool.mcp_name == "srv"
     assert tool.is_mcp
@@ -79,6 +79,26 @@ def test_the_schema_gets_defaults_and_keeps_the_rest() -> None:
     rich = MCPTool(Unreachable(), MCPToolSpec(name="t", input_schema=schema))
     assert rich.input_schema == {**schema, "required": []}
     assert "required" not in schema  # the server's schema is not mutated
+
+
+def test_the_title_heads_the_description() -> None:
+    titled = MCPTool(Unreachable(), MCPToolSpec(name="t", title="Big T", description="Does t."))
+    assert titled.description == "Big T\n\nDoes t."
+    assert MCPTool(Unreachable(), MCPToolSpec(name="t", title="Big T")).description == "Big T"
+
+
+async def test_a_destructive_tool_asks_even_with_an_allow_rule() -> None:
+    from trioagent.permission import PermissionRule
+
+    engine = PermissionEngine(PermissionContext())
+    destructive = MCPTool(Unreachable(), MCPToolSpec(name="wipe", destructive=True))
+    harmless = MCPTool(Unreachable(), MCPToolSpec(name="tidy", destructive=False))
+    for tool in (destructive, harmless):
+        engine.add_rule(PermissionRule(tool_name=tool.name, behavior=PermissionBehavior.ALLOW))
+    asked = await engine.check_permission(destructive, {})
+    assert asked.behavior == PermissionBehavior.ASK
+    assert "destructive" in asked.message
+    assert (await engine.check_permission(harmless, {})).behavior == PermissionBehavior.ALLOW
 
 
 def test_a_timeout_must_be_positive() -> None:
@@ -181,9 +201,13 @@ async def test_content_of_every_kind_reaches_the_result(kit: MCPClient) -> None:
     response, _ = await run_tool(kit, "mcp__kit__mixed")
     kinds = [type(b).__name__ for b in response.content]
     # Consecutive text blocks merge in a response; the data blocks stay apart.
-    assert kinds == ["TextBlock", "DataBlock", "DataBlock", "TextBlock", "DataBlock"]
+    assert kinds == ["TextBlock", "DataBlock", "DataBlock", "TextBlock"]
     assert response.content[1].source.media_type == "image/png"  # type: ignore[union-attr]
-    assert response.content[4].source.url == "https://example.com/report.pdf"  # type: ignore[union-attr]
+    resource_and_link = response.content[3].text  # type: ignore[union-attr]
+    assert '"mimeType": "text/plain"' in resource_and_link  # the wire's names
+    assert '"uri": "https://example.com/report.pdf"' in resource_and_link
+    assert '"name": "report"' in resource_and_link
+    assert "Read it with the tool mcp__kit__read_resource." in resource_and_link
 
 
 # -- the toolkit -----------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ class FakeModel(ChatModelBase):
             if isinstance(step, int | float):
                 await trio.sleep(step)
             elif send is not None:
-                await send.send(step)
+                await send(step)
             else:
                 sent.append(step)
         return sent
@@ -439,7 +439,7 @@ async def test_the_stream_runs_in_the_calls_task_each_delta_emitted_before_the_n
         async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
             for text in ("a", "b"):
                 order.append(f"send {text}")
-                await send.send(delta(TextBlock(text=text, id="T")))
+                await send(delta(TextBlock(text=text, id="T")))
                 order.append(f"sent {text}")
 
     async def sink(chunk: ChatResponse) -> None:
@@ -462,7 +462,7 @@ async def test_a_consumer_error_reaches_the_provider_at_its_send_and_unwinds_it(
     class Closing(FakeModel):
         async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
             try:
-                await send.send(delta(TextBlock(text="a", id="T")))
+                await send(delta(TextBlock(text="a", id="T")))
             except BaseException as exc:  # the provider's response would be closed here
                 seen.append(exc)
                 raise
@@ -611,7 +611,7 @@ async def test_base_hooks_are_not_implemented() -> None:
 
     with pytest.raises(NotImplementedError):
         await model(MSGS)
-    model.stream = False
+    model.streaming = False
     with pytest.raises(NotImplementedError):
         await model(MSGS)
     assert repr(model) == "ChatModelBase(model='none', stream=False)"
@@ -1977,7 +1977,7 @@ async def test_a_cut_off_openai_response_is_max_tokens_streamed_or_not(
     server.push(cut, cut, "fine")
     async with server.chat_model() as m:
         streamed = await m(HTTP_MSGS)
-        m.stream = False
+        m.streaming = False
         whole = await m(HTTP_MSGS)
         fine = await m(HTTP_MSGS)
     assert streamed.finished_reason == whole.finished_reason == FinishedReason.MAX_TOKENS

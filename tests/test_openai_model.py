@@ -335,7 +335,7 @@ async def test_reasoning_effort_needs_thinking_and_extra_body(
     params = OpenAIChatParameters(reasoning_effort="high", voice="alloy", top_p=0.5)
     async with server.chat_model(parameters=params, extra_body={"seed": 7}) as model:
         await model(MSGS, [{"type": "function", "function": {"name": "t"}}], ToolChoice("auto"))
-        model.stream = False
+        model.streaming = False
         await model(MSGS, tool_choice=ToolChoice("none"))
 
     streamed, plain = (r.body for r in server.requests)
@@ -650,7 +650,7 @@ async def test_cancel_while_waiting_for_headers(
     server: OpenAICompatibleServer, model: OpenAIChatModel
 ) -> None:
     server.push(ScriptedReply(text="x", stall_after=0))
-    model.stream = False
+    model.streaming = False
     sink = Sink()
 
     async with trio.open_nursery() as nursery:

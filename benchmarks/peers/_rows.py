@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,13 @@ LONG_REPLIES = 20
 #: The real-HTTP row: concurrent replies, tokens per streamed reply.
 HTTP_REPLIES = 100
 HTTP_TOKENS = 200
+#: The many-replies HTTP row: concurrent replies; how often resident memory is sampled (s).
+HTTP_MANY = 1_000
+RSS_SAMPLE = 0.02
+#: The slow-consumer row: its delay per event (s), chunks per reply, replies per round.
+SLOW_CONSUMER_DELAY = 0.001
+SLOW_CHUNKS = 100
+SLOW_REPLIES = 3
 #: Cancellations and schedule points of the floor rows (the runtimes alone, no agent).
 FLOOR_CANCELS = 1_000
 FLOOR_CHECKPOINTS = 50_000
@@ -55,14 +63,14 @@ class Row:
 
 ROWS: list[Row] = [
     Row(
-        "stream_yield_0", "streamed reply, 200 chunks, yield per chunk, 0 mw", "events/s", True, 1.5
+        "stream_yield_0", "streamed reply, 200 chunks, yield per chunk, 0 mw", "events/s", True, 2.0
     ),
     Row(
-        "stream_yield_7", "streamed reply, 200 chunks, yield per chunk, 7 mw", "events/s", True, 2.5
+        "stream_yield_7", "streamed reply, 200 chunks, yield per chunk, 7 mw", "events/s", True, 3.0
     ),
     Row("stream_burst_7", "streamed reply, 200 chunks in bursts, 7 mw", "events/s", True),
-    Row("tool_round_0", "tool round, 0 mw", "replies/s", True, 2.0),
-    Row("tool_round_7", "tool round, 7 mw", "replies/s", True, 2.0),
+    Row("tool_round_0", "tool round, 0 mw", "replies/s", True, 2.5),
+    Row("tool_round_7", "tool round, 7 mw", "replies/s", True, 2.5),
     Row("parallel_20", "one turn calling 20 tools in parallel", "replies/s", True),
     Row("idle_memory", "idle agent with 10 messages", "kB", False),
     Row("interrupt_p50", "interrupt -> REPLY_END received, p50", "us", False, 1.0),
@@ -88,6 +96,16 @@ ROWS: list[Row] = [
         False,
         0.5,
     ),
+    Row(
+        "http_many_cpu",
+        "real HTTP: 1,000 concurrent streamed replies, CPU per token",
+        "us/token",
+        False,
+        0.25,
+    ),
+    Row("http_many_ttft_p99", "the same: time to first token, p99", "ms", False),
+    Row("http_many_rss", "the same: resident memory per concurrent reply", "kB", False),
+    Row("slow_consumer", "streamed reply to a consumer taking 1 ms per event", "us/event", False),
 ]
 ROW_KEYS = [r.key for r in ROWS]
 
@@ -118,6 +136,12 @@ clock = time.process_time
 
 def elapsed(start: float) -> float:
     return clock() - start
+
+
+def rss_kb() -> float:
+    """The process's resident memory now, in kB (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1000
 
 
 # -- the loopback SSE server (its own process, so its CPU is not the client's) ---------------
@@ -185,7 +209,7 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
 
 
 async def _serve() -> None:
-    server = await asyncio.start_server(_serve_one, "127.0.0.1", 0, backlog=512)
+    server = await asyncio.start_server(_serve_one, "127.0.0.1", 0, backlog=2048)
     port = server.sockets[0].getsockname()[1]
     print(port, flush=True)
     async with server:

@@ -284,26 +284,73 @@ async def short_replies(history_size: int, replies: int) -> float:
     return total / replies * 1e6
 
 
-async def http_cpu(port: int) -> float:
+async def http_concurrent(port: int, replies: int) -> dict[str, float]:
+    """``replies`` concurrent streamed replies from the loopback server: the client's CPU per
+    token, the p99 time to first token (ms, wall) and the resident memory per reply (kB)."""
     credential = OpenAICredential(api_key="sk-bench", base_url=f"http://127.0.0.1:{port}/v1")
     model = OpenAIChatModel(credential=credential, model="bench", stream=True, max_retries=0)
     await consume(make_agent(model))  # warm-up: imports, the client
-    agents = [make_agent(model) for _ in range(R.HTTP_REPLIES)]
+    agents = [make_agent(model) for _ in range(replies)]
     counts: list[int] = []
+    ttft: list[float] = []
+    done = asyncio.Event()
+    gc.collect()
+    rss_before = peak = R.rss_kb()
+
+    async def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, R.rss_kb())
+            await asyncio.sleep(R.RSS_SAMPLE)
 
     async def one(agent: Agent) -> None:
         deltas = 0
+        start = time.perf_counter()
         async for event in agent.reply_stream(UserMsg("user", "go")):
             if event.type == EventType.TEXT_BLOCK_DELTA:
+                if not deltas:
+                    ttft.append((time.perf_counter() - start) * 1e3)
                 deltas += 1
         counts.append(deltas)
 
     start = time.process_time()
+    sampler = asyncio.create_task(sample())
     await asyncio.gather(*(one(a) for a in agents))
+    done.set()
+    await sampler
     cpu = time.process_time() - start
     tokens = sum(counts)
-    assert tokens == R.HTTP_REPLIES * R.HTTP_TOKENS, tokens
-    return cpu / tokens * 1e6
+    assert tokens == replies * R.HTTP_TOKENS, tokens
+    return {
+        "cpu": cpu / tokens * 1e6,
+        "ttft_p99": R.percentile(ttft, 0.99),
+        "rss": (peak - rss_before) / replies,
+    }
+
+
+async def http_cpu(port: int) -> float:
+    return (await http_concurrent(port, R.HTTP_REPLIES))["cpu"]
+
+
+async def http_many(port: int) -> dict[str, float]:
+    result = await http_concurrent(port, R.HTTP_MANY)
+    return {f"http_many_{k}": v for k, v in result.items()}
+
+
+async def slow_consumer() -> float:
+    """A consumer taking 1 ms per event: wall time per event (us) of a streamed reply."""
+    model = ScriptModel()
+    agent = make_agent(model)
+    events = 0
+    for i in range(R.SLOW_REPLIES + 1):
+        model.steps = [text_step(R.SLOW_CHUNKS)]
+        agent.state.context = []
+        if i == 1:
+            events, start = 0, time.perf_counter()
+        async for _ in agent.reply_stream(UserMsg("user", "go")):
+            events += 1
+            await asyncio.sleep(R.SLOW_CONSUMER_DELAY)
+    return (time.perf_counter() - start) / events * 1e6
 
 
 def main() -> None:
@@ -334,6 +381,8 @@ def main() -> None:
             "cancel_floor": one(cancel_floor, "cancel_floor"),
             "checkpoint_floor": one(checkpoint_floor, "checkpoint_floor"),
             "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
+            "http_many_cpu,http_many_ttft_p99,http_many_rss": lambda: asyncio.run(http_many(port)),
+            "slow_consumer": one(slow_consumer, "slow_consumer"),
         },
         wanted,
     )

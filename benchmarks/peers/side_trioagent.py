@@ -1,11 +1,11 @@
 """trioagent's side of the peer benchmark, under trio.
 
 Run by ``driver.py`` with the project's interpreter: ``python side_trioagent.py ROW[,ROW...]
-[--port N]`` prints one JSON object, row key -> value, for one round.  Same workloads as
-``side_agentscope.py``; each framework in its own idiom: events reach the caller in its own
-task (``reply(on_event=...)`` here, iterating ``reply_stream()`` there; ``stream()``, the pull
-form, adds a task hop per event), and a pass-through middleware is ``await next_handler()``
-here, ``async for ... yield`` there.
+[--port N] [--pull]`` prints one JSON object, row key -> value, for one round.  Same workloads
+as ``side_agentscope.py``; each framework in its own idiom: events reach the caller through
+``reply(on_event=...)`` here (with ``--pull``: by iterating ``async with agent.stream(...)``,
+the reply then running in a child task), iterating ``reply_stream()`` there, and a
+pass-through middleware is ``await next_handler()`` here, ``async for ... yield`` there.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import json
 import sys
 import time
 import tracemalloc
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import _rows as R
+import httpx2
 import trio
 
 # The benchmarks' shared pass-through middleware lives one folder up.
@@ -52,7 +54,7 @@ class ScriptModel(ScriptedModel):
             await super()._stream_api(messages, tools, tool_choice, send)
         else:
             for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
-                await send.send(chunk)  # no checkpoint between chunks: a burst
+                await send(chunk)  # no checkpoint between chunks: a burst
         if self.stall:
             await trio.sleep_forever()
 
@@ -104,6 +106,20 @@ def history(n: int) -> list[Any]:
     return msgs
 
 
+#: The consumer idiom of this process: pull ``agent.stream()`` instead of ``on_event``.
+PULL = "--pull" in sys.argv
+
+
+async def drive(agent: Agent, text: str, on_event: Callable[[AgentEvent], Awaitable[None]]) -> None:
+    """One reply, each event to ``on_event``, in this process's consumer idiom."""
+    if PULL:
+        async with agent.stream(UserMsg("user", text)) as reply:
+            async for event in reply:
+                await on_event(event)
+    else:
+        await agent.reply(UserMsg("user", text), on_event=on_event)
+
+
 async def consume(agent: Agent, text: str = "go") -> int:
     count = 0
 
@@ -111,7 +127,7 @@ async def consume(agent: Agent, text: str = "go") -> int:
         nonlocal count
         count += 1
 
-    await agent.reply(UserMsg("user", text), on_event=on_event)
+    await drive(agent, text, on_event)
     return count
 
 
@@ -182,7 +198,7 @@ async def interrupts() -> dict[str, float]:
                 elif event.type == EventType.REPLY_END:
                     ended.append(time.perf_counter())
 
-            await agent.reply(UserMsg("user", "go"), on_event=on_event)
+            await drive(agent, "go", on_event)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consumer)
@@ -253,32 +269,90 @@ async def short_replies(history_size: int, replies: int) -> float:
     return total / replies * 1e6
 
 
-async def http_cpu(port: int) -> float:
+async def http_concurrent(port: int, replies: int) -> dict[str, float]:
+    """``replies`` concurrent streamed replies from the loopback server: the client's CPU per
+    token, the p99 time to first token (ms, wall) and the resident memory per reply (kB)."""
     credential = OpenAICredential(api_key="sk-bench", base_url=f"http://127.0.0.1:{port}/v1")
-    async with OpenAIChatModel("bench", credential=credential, max_retries=0) as model:
+    # The pool of AgentScope's client (the OpenAI SDK's default), not the model's default of 64.
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+    client = httpx2.AsyncClient(limits=limits, timeout=None)
+    async with (
+        client,
+        OpenAIChatModel("bench", credential=credential, max_retries=0, http_client=client) as model,
+    ):
         await consume(make_agent(model))  # warm-up: imports, the client
-        agents = [make_agent(model) for _ in range(R.HTTP_REPLIES)]
+        agents = [make_agent(model) for _ in range(replies)]
         counts: list[int] = []
+        ttft: list[float] = []
+        done = trio.Event()
+        gc.collect()
+        rss_before = peak = R.rss_kb()
+
+        async def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, R.rss_kb())
+                await trio.sleep(R.RSS_SAMPLE)
 
         async def one(agent: Agent) -> None:
             deltas = 0
+            start = time.perf_counter()
 
             async def on_event(event: AgentEvent) -> None:
                 nonlocal deltas
                 if event.type == EventType.TEXT_BLOCK_DELTA:
+                    if not deltas:
+                        ttft.append((time.perf_counter() - start) * 1e3)
                     deltas += 1
 
-            await agent.reply(UserMsg("user", "go"), on_event=on_event)
+            await drive(agent, "go", on_event)
             counts.append(deltas)
 
         start = time.process_time()
         async with trio.open_nursery() as nursery:
-            for agent in agents:
-                nursery.start_soon(one, agent)
+            nursery.start_soon(sample)
+            async with trio.open_nursery() as replying:
+                for agent in agents:
+                    replying.start_soon(one, agent)
+            done.set()
         cpu = time.process_time() - start
     tokens = sum(counts)
-    assert tokens == R.HTTP_REPLIES * R.HTTP_TOKENS, tokens
-    return cpu / tokens * 1e6
+    assert tokens == replies * R.HTTP_TOKENS, tokens
+    return {
+        "cpu": cpu / tokens * 1e6,
+        "ttft_p99": R.percentile(ttft, 0.99),
+        "rss": (peak - rss_before) / replies,
+    }
+
+
+async def http_cpu(port: int) -> float:
+    return (await http_concurrent(port, R.HTTP_REPLIES))["cpu"]
+
+
+async def http_many(port: int) -> dict[str, float]:
+    result = await http_concurrent(port, R.HTTP_MANY)
+    return {f"http_many_{k}": v for k, v in result.items()}
+
+
+async def slow_consumer() -> float:
+    """A consumer taking 1 ms per event: wall time per event (us) of a streamed reply."""
+    model = ScriptModel()
+    agent = make_agent(model)
+    events, total = 0, 0.0
+
+    async def on_event(event: AgentEvent) -> None:
+        nonlocal events
+        events += 1
+        await trio.sleep(R.SLOW_CONSUMER_DELAY)
+
+    for i in range(R.SLOW_REPLIES + 1):
+        model.add_steps(text_step(R.SLOW_CHUNKS))
+        agent.state.context = []
+        if i == 1:
+            events, start = 0, time.perf_counter()
+        await drive(agent, "go", on_event)
+    total = time.perf_counter() - start
+    return total / events * 1e6
 
 
 def main() -> None:
@@ -309,6 +383,8 @@ def main() -> None:
             "cancel_floor": one(cancel_floor, "cancel_floor"),
             "checkpoint_floor": one(checkpoint_floor, "checkpoint_floor"),
             "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
+            "http_many_cpu,http_many_ttft_p99,http_many_rss": lambda: trio.run(http_many, port),
+            "slow_consumer": one(slow_consumer, "slow_consumer"),
         },
         wanted,
     )

@@ -13,6 +13,14 @@ from ._config import (
     ModelConfig as ModelConfig,
     ReActConfig as ReActConfig,
 )
+from ._hook_kwargs import (
+    OnActingKwargs as OnActingKwargs,
+    OnCheckPermissionKwargs as OnCheckPermissionKwargs,
+    OnCompressContextKwargs as OnCompressContextKwargs,
+    OnModelCallKwargs as OnModelCallKwargs,
+    OnReasoningKwargs as OnReasoningKwargs,
+    OnReplyKwargs as OnReplyKwargs,
+)
 from ._protocol import (
     ActingItem as ActingItem,
     AgentLike as AgentLike,
@@ -46,6 +54,12 @@ __all__ = [
     "InjectionConfig",
     "MiddlewareLike",
     "ModelConfig",
+    "OnActingKwargs",
+    "OnCheckPermissionKwargs",
+    "OnCompressContextKwargs",
+    "OnModelCallKwargs",
+    "OnReasoningKwargs",
+    "OnReplyKwargs",
     "ReActConfig",
     "ReadCacheEntry",
     "ReplyContext",

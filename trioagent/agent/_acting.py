@@ -106,7 +106,8 @@ class Actor:
         """
         agent = self._agent
         for concurrent, batch in self._batches(reply, calls):
-            if concurrent:
+            # A batch of one runs inline: no acting nursery, worker task or channel.
+            if concurrent and len(batch) > 1:
                 outcomes = await self._run_concurrent(reply, batch, emit)
             else:
                 outcomes = []
@@ -244,8 +245,11 @@ class Actor:
 
         if turn is not None:
             turn.mine.set()  # the permission phase is over; the tool runs concurrently
+        # The arguments validated above go to the tool as they are (one parse, one
+        # validation); a permission decision's rewritten input is validated again by the call.
+        validated: Kwargs | None = tool_input
         if decision.updated_input is not None:
-            tool_input = decision.updated_input
+            tool_input, validated = decision.updated_input, None
         call.state = ToolCallState.ALLOWED
         await emit(
             ToolResultStartEvent(
@@ -260,14 +264,34 @@ class Actor:
                 )
             )
             return _Outcome.HITL
-        return await self._run_tool(reply, call, tool, tool_input, emit, writer)
+        return await self._run_tool(reply, call, tool, tool_input, emit, writer, validated)
 
-    def acting_chain(self, reply: Reply) -> Chain[ActingItem]:
-        """The ``on_acting`` chain of ``reply`` (its core calls the reply's tools)."""
-        return Chain(self._acting_layers, functools.partial(self._acting_core, reply))
+    def acting_chain(
+        self,
+        reply: Reply,
+        tool_call: ToolCallBlock | None = None,
+        validated: Kwargs | None = None,
+    ) -> Chain[ActingItem]:
+        """The ``on_acting`` chain of ``reply`` (its core calls the reply's tools).
 
-    async def _acting_core(self, reply: Reply, kwargs: Kwargs, emit: Emit[ActingItem]) -> None:
-        response = await reply.tools.call_tool(kwargs["tool_call"], self._agent.state, emit)
+        ``validated`` are ``tool_call``'s arguments, already parsed and validated: the core
+        passes them to the tool instead of parsing ``tool_call.input`` again, unless a
+        middleware replaced the call (``next_handler(tool_call=...)``).
+        """
+        core = functools.partial(self._acting_core, reply, tool_call, validated)
+        return Chain(self._acting_layers, core)
+
+    async def _acting_core(
+        self,
+        reply: Reply,
+        tool_call: ToolCallBlock | None,
+        validated: Kwargs | None,
+        kwargs: Kwargs,
+        emit: Emit[ActingItem],
+    ) -> None:
+        call: ToolCallBlock = kwargs["tool_call"]
+        tool_input = validated if call is tool_call else None
+        response = await reply.tools.call_tool(call, self._agent.state, emit, tool_input)
         await emit(response)
 
     async def _run_tool(
@@ -278,8 +302,10 @@ class Actor:
         tool_input: Kwargs,
         emit: Emit[AgentEvent],
         writer: ResultWriter,
+        validated: Kwargs | None,
     ) -> _Outcome:
-        """Run the ``on_acting`` chain for one allowed call and write its result."""
+        """Run the ``on_acting`` chain for one allowed call and write its result
+        (``validated``: ``tool_input`` as validated, not rewritten since)."""
         agent = self._agent
         reply_id = agent.state.reply_id
         acting_call = attrs.evolve(call, input=json.dumps(tool_input, ensure_ascii=False))
@@ -294,7 +320,7 @@ class Actor:
                 for event in chunk_events(reply_id, call, item):
                     await emit(event)
 
-        chain = self.acting_chain(reply)
+        chain = self.acting_chain(reply, acting_call, validated)
         try:
             if wants_background(tool):
 

@@ -47,6 +47,7 @@ from ._inputs import (
     classify_inputs,
     message_list,
 )
+from ._mcp import offer_defaults_to_mcp_clients
 from ._protocol import (
     ActingItem,
     MiddlewareLike,
@@ -138,6 +139,7 @@ class Agent:
                 "injection or the compression tool is enabled"
             )
         self.permission_engine = PermissionEngine(self.state.permission_context)
+        offer_defaults_to_mcp_clients(self.toolkit, self.model, self.permission_engine)
         self.middlewares: tuple[MiddlewareLike, ...] = check_middlewares(middlewares or ())
 
         def using(hook: str) -> list[MiddlewareLike]:
@@ -582,7 +584,7 @@ class Agent:
         try:
             await self.compress_context()
             await self._injector.inject(model_input, emit)
-            return await self._reasoner.step(run, step.tool_choice, emit)
+            return await self._reasoner.step(run, model_input, step.tool_choice, emit)
         finally:
             run.model_input = None
 

@@ -166,9 +166,14 @@ class Reasoner:
         return ModelInput(agent.state, prompt, schemas)
 
     async def step(
-        self, reply: Reply, tool_choice: ToolChoice | None, emit: Emit[ReplyItem]
+        self,
+        reply: Reply,
+        model_input: ModelInput,
+        tool_choice: ToolChoice | None,
+        emit: Emit[ReplyItem],
     ) -> Msg | None:
-        """Run the ``on_reasoning`` chain; returns the candidate final Msg, if any."""
+        """Run the ``on_reasoning`` chain over the step's ``model_input``; returns the
+        candidate final Msg, if any."""
         candidate: Msg | None = None
         interrupted = False
 
@@ -181,17 +186,18 @@ class Reasoner:
                 interrupted = item.finished_reason == FinishedReason.INTERRUPTED
             await emit(item)
 
-        chain = Chain(self._reasoning_layers, functools.partial(self._core, reply))
+        chain = Chain(self._reasoning_layers, functools.partial(self._core, reply, model_input))
         await chain.run({"tool_choice": tool_choice}, sink)
         if interrupted:
             raise StopReply
         return candidate
 
-    async def _core(self, reply: Reply, kwargs: Kwargs, emit: Emit[ReplyItem]) -> None:
+    async def _core(
+        self, reply: Reply, model_input: ModelInput, kwargs: Kwargs, emit: Emit[ReplyItem]
+    ) -> None:
         agent = self._agent
         reply_id = agent.state.reply_id
         await emit(ModelCallStartEvent(reply_id=reply_id, model_name=model_name(agent.model)))
-        model_input = reply.model_input or await self.model_input(reply.tools)
         converter = ChunkConverter(reply_id)
         completed: ChatResponse | None = None
         streamed = False

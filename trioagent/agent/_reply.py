@@ -80,10 +80,17 @@ class ReplyTools:
         return [s for s in schemas if s["function"]["name"] not in names] + own
 
     async def call_tool(
-        self, call: ToolCallBlock, state: AgentState, emit: Emit[ToolChunk]
+        self,
+        call: ToolCallBlock,
+        state: AgentState,
+        emit: Emit[ToolChunk],
+        tool_input: Kwargs | None = None,
     ) -> ToolResponse:
-        """Run the call through the toolkit-wide middlewares and the tool."""
-        return await self._owner(call.name).call_tool(call, state=state, emit=emit)
+        """Run the call through the toolkit-wide middlewares and the tool (``tool_input``:
+        the call's arguments, already validated; ``None``: parse and validate them)."""
+        return await self._owner(call.name).call_tool(
+            call, state=state, emit=emit, tool_input=tool_input
+        )
 
 
 class ModelInput:
@@ -201,7 +208,8 @@ class Reply:
         self.failure: BaseException | None = None
         #: Whether reasoning or acting ran since the last end event was dropped.
         self.made_progress = True
-        #: The model input of the current reasoning step (``None`` between steps).
+        #: The model input of the current reasoning step, for ``Agent.compress_context()`` called
+        #: from a hook during it (``None`` between steps; the reasoner gets it as an argument).
         self.model_input: ModelInput | None = None
 
     async def deliver(self, item: ReplyItem) -> None:

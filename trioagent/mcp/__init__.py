@@ -1,4 +1,5 @@
-"""MCP servers as tool sources: :class:`MCPClient` over stdio or streamable HTTP.
+"""MCP both ways: servers as tool sources (:class:`MCPClient` over stdio or streamable HTTP),
+and agents or toolkits served to MCP clients (:func:`serve`).
 
 .. code-block:: python
 
@@ -20,14 +21,41 @@ except ImportError as exc:
     raise MissingExtraError("trioagent.mcp", "mcp", module="mcp") from exc
 
 from ..tool import MCPCallError as MCPCallError, MCPTool as MCPTool
+from ._capabilities import (
+    ElicitationCallback as ElicitationCallback,
+    ElicitationContent as ElicitationContent,
+    MCPElicitation as MCPElicitation,
+    MCPSampling as MCPSampling,
+    SamplingRequest as SamplingRequest,
+)
 from ._client import MCPClient as MCPClient, MCPClientError as MCPClientError
 from ._config import HttpMCPConfig as HttpMCPConfig, StdioMCPConfig as StdioMCPConfig
+from ._resources import (
+    MCPPrompt as MCPPrompt,
+    MCPPromptArgument as MCPPromptArgument,
+    MCPResource as MCPResource,
+    MCPResourceReader as MCPResourceReader,
+    MCPResourceTemplate as MCPResourceTemplate,
+)
+from ._serve import ServableAgent as ServableAgent, serve as serve
 
 __all__ = [
+    "ElicitationCallback",
+    "ElicitationContent",
     "HttpMCPConfig",
     "MCPCallError",
     "MCPClient",
     "MCPClientError",
+    "MCPElicitation",
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPResource",
+    "MCPResourceReader",
+    "MCPResourceTemplate",
+    "MCPSampling",
     "MCPTool",
+    "SamplingRequest",
+    "ServableAgent",
     "StdioMCPConfig",
+    "serve",
 ]

@@ -21,70 +21,54 @@ import contextlib
 import functools
 import logging
 import math
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
-import httpx2
 import mcp_types
 import trio
 from mcp import Client
 from mcp.client import Transport
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.json_types import JSONObject
-from ..exception import TrioagentError
-from ..tool import MCPCallError, MCPCallResult, MCPTool, ProgressCallback, ToolBase
+from ..tool import (
+    MAX_TOOL_NAME,
+    MCPCallError,
+    MCPCallResult,
+    MCPTool,
+    MCPToolSpec,
+    ProgressCallback,
+    ToolBase,
+)
+from ._capabilities import ElicitationCallback, MCPSampling, ServerAnswers
 from ._config import HttpMCPConfig, StdioMCPConfig
-from ._convert import convert_result, tool_spec
+from ._convert import convert_result, offered_tools, requires_task
+from ._errors import MCPClientError, connection_lost, describe
+from ._http import HttpTransport
+from ._resources import MCPResourceReader, ResourcesAndPrompts
 from ._stdio import StdioTransport
+from ._tasks import call_as_task, supports_task_calls
 
 __all__ = ["MCPClient", "MCPClientError"]
 
 logger = logging.getLogger("trioagent.mcp")
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]+")
+#: The longest server name: ``mcp__{server}__`` leaves room for 16 characters of tool name.
+MAX_SERVER_NAME = MAX_TOOL_NAME - len("mcp____") - 16
 #: Seconds connecting waits for the server to acknowledge the tool-change subscription.
 _LISTEN_ACK_TIMEOUT = 5.0
 #: The longest wait between two attempts to reconnect (the wait doubles from reconnect_delay).
 _RECONNECT_MAX_DELAY = 30.0
 _T = TypeVar("_T")
-
-
-class MCPClientError(TrioagentError):
-    """The client cannot do what was asked: not connected, the server unreachable or gone."""
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, secret-free account of a failure (no URLs, no headers)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(sub) for sub in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.message
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx2.HTTPError | OSError | trio.BrokenResourceError):
-        return f"{type(exc).__name__}: the connection to the server failed"
-    if isinstance(exc, trio.TooSlowError):
-        return "timed out"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_connection_lost(sub) for sub in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError | OSError)
 
 
 def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
@@ -95,7 +79,7 @@ def _check_names(label: str, names: Sequence[str] | None) -> list[str] | None:
     return list(names)
 
 
-class MCPClient:
+class MCPClient(ResourcesAndPrompts, ServerAnswers):
     """A connection to one MCP server, and its tools.
 
     Args:
@@ -112,6 +96,16 @@ class MCPClient:
         reconnect_delay: a stateful client whose session ends on its own (the server died,
             the connection broke) connects again after this many seconds, the wait doubling
             after each failed attempt up to 30 s; ``None``: it stays down.
+        sampling: answers the server's sampling requests (declares ``sampling``).
+        elicitation: answers the server's questions (declares ``elicitation``).
+        roots: the directories the server may work in (declares ``roots``); ``"agent"``: the
+            working directories of the agent whose toolkit holds the client.
+        log_level: the lowest server log level asked for on a 2026-07-28 connection (earlier
+            protocols send what the server decides); server log messages go to the
+            ``trioagent.mcp`` logger either way.
+        resource_tool: offer the model the tool ``mcp__{name}__read_resource``
+            (:class:`MCPResourceReader`) when the server has resources, so that it can read
+            what tool results link to.
 
     Raises:
         ValueError: a bad name, a stateless stdio client, overlapping or malformed filters,
@@ -130,11 +124,21 @@ class MCPClient:
         stream_progress: bool = False,
         connect_timeout: float | None = 30.0,
         reconnect_delay: float | None = 0.5,
+        sampling: MCPSampling | None = None,
+        elicitation: ElicitationCallback | None = None,
+        roots: Sequence[str | os.PathLike[str]] | Literal["agent"] | None = None,
+        log_level: mcp_types.LoggingLevel | None = "info",
+        resource_tool: bool = True,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
                 f"MCPClient name {name!r} contains characters that model providers reject in "
                 "tool names (only [a-zA-Z0-9_-] are allowed)."
+            )
+        if len(name) > MAX_SERVER_NAME:
+            raise ValueError(
+                f"MCPClient name {name!r} is longer than {MAX_SERVER_NAME} characters: tool "
+                "names built from it would pass the 64 characters model providers allow."
             )
         if not isinstance(config, StdioMCPConfig | HttpMCPConfig):
             raise TypeError(
@@ -165,6 +169,13 @@ class MCPClient:
         self.stream_progress = stream_progress
         self.connect_timeout = connect_timeout
         self.reconnect_delay = reconnect_delay
+        self.sampling = sampling
+        self.elicitation = elicitation
+        if isinstance(roots, str) and roots != "agent":
+            raise ValueError(f'roots must be a list of directories or "agent", not {roots!r}')
+        self.roots = roots if roots is None or roots == "agent" else list(roots)
+        self.log_level = log_level
+        self.resource_tool = resource_tool
         self._entered = False
         #: Between a successful ``__aenter__`` and ``__aexit__``.
         self._open = False
@@ -181,6 +192,10 @@ class MCPClient:
         self._listing_error: str | None = None
         #: Why the server is down (``None`` while a session is up).
         self._lost: str | None = None
+        self._has_resources = False
+        #: The tools the server runs only as tasks (called the task-augmented way).
+        self._task_tools: set[str] = set()
+        self._reader: MCPResourceReader | None = None
 
     def __repr__(self) -> str:
         return (
@@ -222,7 +237,8 @@ class MCPClient:
             raise MCPClientError(
                 f"the tools of MCP server {self._name!r} are not listed ({reason})"
             )
-        return list(self._tools)
+        reader = [self._reader] if self._reader is not None else []
+        return [*self._tools, *reader]
 
     async def call_tool(
         self, tool: str, arguments: JSONObject, on_progress: ProgressCallback | None = None
@@ -238,6 +254,8 @@ class MCPClient:
         progress = cast(ProgressFnT | None, on_progress)
 
         async def call(session: Client) -> mcp_types.CallToolResult:
+            if tool in self._task_tools:
+                return await call_as_task(session.session, tool, arguments, progress)
             return await session.call_tool(tool, arguments, progress_callback=progress)
 
         try:
@@ -245,8 +263,8 @@ class MCPClient:
         except MCPClientError as exc:
             raise MCPCallError(str(exc)) from None
         except Exception as exc:
-            raise MCPCallError(_describe(exc)) from None
-        return convert_result(result)
+            raise MCPCallError(describe(exc)) from None
+        return convert_result(result, read_tool=self._reader_name)
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -261,7 +279,7 @@ class MCPClient:
         except MCPClientError:
             raise
         except Exception as exc:
-            self._listing_error = _describe(exc)
+            self._listing_error = describe(exc)
             raise MCPClientError(
                 f"listing the tools of MCP server {self._name!r} failed: {self._listing_error}"
             ) from None
@@ -276,8 +294,21 @@ class MCPClient:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        tools = [self._wrap(tool) for tool in listed if self._wanted(tool.name)]
-        self._tools = [tool for tool in tools if tool is not None]
+        capabilities = session.server_capabilities
+        self._has_resources = capabilities is not None and capabilities.resources is not None
+        if self._reader_name is not None and self._reader is None:
+            self._reader = MCPResourceReader(self._name, self.read_resource)
+        reserved = [self._reader_name] if self._reader_name else []
+        wanted = [tool for tool in listed if self._wanted(tool.name)]
+        task_calls = supports_task_calls(session.session)
+        self._task_tools = {t.name for t in wanted if task_calls and requires_task(t)}
+        wrapped = [
+            self._wrap(name, spec)
+            for name, spec in offered_tools(
+                self._name, wanted, reserved=reserved, task_calls=task_calls
+            )
+        ]
+        self._tools = [tool for tool in wrapped if tool is not None]
         self._listing_error = None
         return list(self._tools)
 
@@ -286,17 +317,18 @@ class MCPClient:
             return False
         return self.disable_tools is None or tool not in self.disable_tools
 
-    def _wrap(self, tool: mcp_types.Tool) -> MCPTool | None:
+    def _wrap(self, name: str, spec: MCPToolSpec) -> MCPTool | None:
         wrapped = MCPTool(
             self,
-            tool_spec(tool),
+            spec,
             execution_timeout=self.execution_timeout,
             stream_progress=self.stream_progress,
+            name=name,
         )
         try:
             wrapped.validate_schema()
         except ValueError as exc:
-            logger.warning("Skipping tool %r of MCP server %r: %s", tool.name, self._name, exc)
+            logger.warning("Skipping tool %r of MCP server %r: %s", spec.name, self._name, exc)
             return None
         return wrapped
 
@@ -306,7 +338,11 @@ class MCPClient:
         """A session over a new connection; ``on_end(reason)`` hears of a stdio server's end."""
         config = self.config
         if isinstance(config, StdioMCPConfig) and sys.platform != "win32":
-            return Client(StdioTransport(config, on_end), message_handler=self._on_message)
+            return Client(
+                StdioTransport(config, on_end),
+                message_handler=self._on_message,
+                **self._session_callbacks(),
+            )
         if isinstance(config, StdioMCPConfig):  # pragma: no cover - no process groups there
             params = StdioServerParameters(
                 command=config.command,
@@ -316,7 +352,9 @@ class MCPClient:
                 encoding_error_handler=config.encoding_error_handler,
             )
             return Client(
-                stdio_client(params, errlog=config.errlog), message_handler=self._on_message
+                stdio_client(params, errlog=config.errlog),
+                message_handler=self._on_message,
+                **self._session_callbacks(),
             )
         if config.uses_sse:
             transport: object = sse_client(
@@ -328,8 +366,12 @@ class MCPClient:
                 sse_read_timeout=math.inf,
             )
         else:
-            transport = _HttpTransport(config)
-        return Client(cast(Transport, transport), message_handler=self._on_message)
+            transport = HttpTransport(config)
+        return Client(
+            cast(Transport, transport),
+            message_handler=self._on_message,
+            **self._session_callbacks(),
+        )
 
     # -- tool changes --------------------------------------------------------------------------
 
@@ -381,7 +423,7 @@ class MCPClient:
             task_status.started()
         except Exception as exc:
             logger.info(
-                "Not following tool changes of MCP server %r: %s", self._name, _describe(exc)
+                "Not following tool changes of MCP server %r: %s", self._name, describe(exc)
             )
             task_status.started()
 
@@ -406,10 +448,10 @@ class MCPClient:
         try:
             return await operation(session)
         except Exception as exc:
-            if not _connection_lost(exc):
+            if not connection_lost(exc):
                 raise
             if session is self._session:
-                self._end_session(self._ended, _describe(exc))
+                self._end_session(self._ended, describe(exc))
             raise MCPClientError(self._down_message()) from None
 
     def _end_session(self, ended: trio.Event, reason: str) -> None:
@@ -464,7 +506,7 @@ class MCPClient:
             await nursery_manager.__aexit__(None, None, None)
             if isinstance(exc, Exception):
                 raise MCPClientError(
-                    f"connecting to MCP server {self._name!r} failed: {_describe(exc)}"
+                    f"connecting to MCP server {self._name!r} failed: {describe(exc)}"
                 ) from None
             raise
         self._nursery_manager = nursery_manager
@@ -514,7 +556,7 @@ class MCPClient:
         except Exception as exc:
             if not started:
                 raise
-            self._lost = self._lost or _describe(exc)
+            self._lost = self._lost or describe(exc)
         finally:
             self._session = None
             finished.set()
@@ -539,7 +581,7 @@ class MCPClient:
                             await nursery.start(self._hold_session, finished)
                     except Exception as exc:
                         failures += 1
-                        self._retry_note = f"failed {failures} time(s) so far: {_describe(exc)}"
+                        self._retry_note = f"failed {failures} time(s) so far: {describe(exc)}"
                         logger.info(
                             "Reconnecting to MCP server %r %s", self._name, self._retry_note
                         )
@@ -547,33 +589,6 @@ class MCPClient:
                         continue
                     logger.warning("Reconnected to MCP server %r; its tools are back", self._name)
                     break
-
-
-class _HttpTransport:
-    """Streamable HTTP over an HTTP client of our own (closed with the transport)."""
-
-    def __init__(self, config: HttpMCPConfig) -> None:
-        timeout = httpx2.Timeout(config.timeout)
-        self._http = httpx2.AsyncClient(headers=config.headers, timeout=timeout)
-        self._url = config.url
-        self._stack = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> object:
-        async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(self._http)
-            streams = await stack.enter_async_context(
-                streamable_http_client(self._url, http_client=self._http)
-            )
-            self._stack = stack.pop_all()
-        return streams
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
 
 
 def _or_inf(timeout: float | None) -> float:

@@ -7,6 +7,14 @@ from .._core.lazy import lazy_attributes
 if TYPE_CHECKING:
     from .._core.chain import NextHandler as NextHandler
     from .._core.emit import Emit as Emit
+    from ..agent import (
+        OnActingKwargs as OnActingKwargs,
+        OnCheckPermissionKwargs as OnCheckPermissionKwargs,
+        OnCompressContextKwargs as OnCompressContextKwargs,
+        OnModelCallKwargs as OnModelCallKwargs,
+        OnReasoningKwargs as OnReasoningKwargs,
+        OnReplyKwargs as OnReplyKwargs,
+    )
     from ..memory import (
         LocalBackend as LocalBackend,
         Mem0APIError as Mem0APIError,
@@ -25,8 +33,6 @@ if TYPE_CHECKING:
     from ._tracing import TracingMiddleware as TracingMiddleware
     from ._tts import TTSMiddleware as TTSMiddleware
 
-# Hidden from type checkers, which see the imports above: a visible module __getattr__
-# would make every misspelt name of this package type-check as Any.
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
@@ -42,6 +48,12 @@ if not TYPE_CHECKING:
             "MiddlewareBase": "._base",
             "ModelRouterMiddleware": "._router",
             "NextHandler": ".._core.chain",
+            "OnActingKwargs": "..agent",
+            "OnCheckPermissionKwargs": "..agent",
+            "OnCompressContextKwargs": "..agent",
+            "OnModelCallKwargs": "..agent",
+            "OnReasoningKwargs": "..agent",
+            "OnReplyKwargs": "..agent",
             "RAGMiddleware": "._rag",
             "ReplyBudgetControlMiddleware": "._budget",
             "TTSMiddleware": "._tts",
@@ -62,6 +74,12 @@ __all__ = [
     "MiddlewareBase",
     "ModelRouterMiddleware",
     "NextHandler",
+    "OnActingKwargs",
+    "OnCheckPermissionKwargs",
+    "OnCompressContextKwargs",
+    "OnModelCallKwargs",
+    "OnReasoningKwargs",
+    "OnReplyKwargs",
     "RAGMiddleware",
     "ReplyBudgetControlMiddleware",
     "TTSMiddleware",

@@ -13,9 +13,10 @@ Design notes:
 
 * Spans wrap ``await next_handler(...)`` — never a ``yield`` — and the span is attached to the
   OpenTelemetry context of the running task for exactly that await and detached in ``finally``
-  in the same task, so there is no "Failed to detach context" error.  Trio copies the context
-  into every task spawned meanwhile (the acting nursery's workers, a model's reader task, a
-  background tool), which is what parents their spans.  A background tool that outlives the
+  in the same task, so there is no "Failed to detach context" error.  A model call streams in
+  the task that awaits it, so its ``chat`` span is that task's.  Trio copies the context into
+  every task spawned meanwhile (the acting nursery's workers, a background tool, the reply
+  task of ``agent.stream()``), which is what parents their spans.  A background tool that outlives the
   reply keeps the reply span as its parent (its span may end after the parent's).
 * Every span is ended in a ``finally``: no span stays open across a cancellation.
 * ``trio.Cancelled`` is not an error: an interrupted reply's span gets

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         ProviderChatModel as ProviderChatModel,
         ProviderOptions as ProviderOptions,
     )
+    from ._pull import ModelStream as ModelStream
     from ._registry import (
         PROVIDERS as PROVIDERS,
         chat_model_from_spec as chat_model_from_spec,
@@ -67,8 +68,6 @@ if TYPE_CHECKING:
     from ._structured import StructuredResponse as StructuredResponse
     from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
-# Hidden from type checkers, which see the imports above: a visible module __getattr__
-# would make every misspelt name of this package type-check as Any.
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
@@ -90,6 +89,7 @@ if not TYPE_CHECKING:
             "LocalChatParameters": "._local",
             "MiniMaxChatModel": "._anthropic",
             "MiniMaxChatParameters": "._anthropic",
+            "ModelStream": "._pull",
             "MoonshotChatModel": "._moonshot",
             "MoonshotChatParameters": "._moonshot",
             "OllamaChatModel": "._ollama",
@@ -133,6 +133,7 @@ __all__ = [
     "LocalChatParameters",
     "MiniMaxChatModel",
     "MiniMaxChatParameters",
+    "ModelStream",
     "MoonshotChatModel",
     "MoonshotChatParameters",
     "OllamaChatModel",

@@ -255,7 +255,7 @@ class MessagesAPIModel(ProviderChatModel[CredentialT, MessagesParametersT]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = AnthropicStreamParser(trio.current_time(), redact=self._redact)
@@ -270,7 +270,7 @@ class MessagesAPIModel(ProviderChatModel[CredentialT, MessagesParametersT]):
                 redact=self._redact,
             )
             for chunk in chunks:
-                await send.send(chunk)
+                await emit(chunk)
             return parser.done
 
         if not await stream_sse(

@@ -1,19 +1,29 @@
 """``ChatModelBase``: the provider-independent half of every chat model.
 
-A provider implements two hooks — :meth:`ChatModelBase._stream_api` (send delta chunks to a
-:class:`ChunkSink`) and :meth:`ChatModelBase._call_api` (return one complete response) — and
-the base class does the rest: tool-choice validation, the streaming accumulator (fed in the
-call's own task), retries with capped exponential backoff, the total deadline, and the
-INTERRUPTED partial response on cancellation.
+A provider implements two hooks — :meth:`ChatModelBase._stream_api` (pass delta chunks to a
+plain ``emit`` callback, a :data:`ChunkSink`) and :meth:`ChatModelBase._call_api` (return one
+complete response) — and the base class does the rest: tool-choice validation, the streaming
+accumulator, retries with capped exponential backoff, the total deadline, and the INTERRUPTED
+partial response on cancellation.
 
-Calling a model::
+Calling a model, push form (what the agent uses)::
 
     response = await model(messages, tools, tool_choice, emit=on_chunk)
 
-``on_chunk`` receives every non-empty delta (``is_last=False``); the complete response
-(``is_last=True``) is returned, not emitted.  If the call is cancelled, ``on_chunk`` receives
-the partial response accumulated so far with ``finished_reason=INTERRUPTED`` and
-``is_last=True``, and ``trio.Cancelled`` propagates.
+The provider's stream runs in the caller's task and feeds the accumulator there: no reader
+task, no channel, no task switch per delta.  ``on_chunk`` receives every non-empty delta
+(``is_last=False``); the complete response (``is_last=True``) is returned, not emitted.  If
+the call is cancelled, ``on_chunk`` receives the partial response accumulated so far with
+``finished_reason=INTERRUPTED`` and ``is_last=True``, and ``trio.Cancelled`` propagates.
+
+Pull form, for code that calls a model directly (:class:`~trioagent.model.ModelStream`)::
+
+    async with model.stream(messages, tools) as chunks:
+        async for chunk in chunks:
+            ...
+
+The call runs in a reader task of a nursery owned by the block; chunks cross over a bounded
+memory channel, and coalesce when the puller lags.
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from typing import ClassVar, Protocol, TypedDict
+from collections.abc import Awaitable, Callable
+from typing import ClassVar, TypeAlias, TypedDict
 
 import attrs
 import httpx2
@@ -45,6 +56,7 @@ from ..message import (
 )
 from ..types import FinishedReason, ToolChoice
 from ._accumulator import StreamAccumulator
+from ._pull import ModelStream
 from ._response import ChatResponse, finished_reason_of
 from ._structured import (
     StructuredModel,
@@ -108,23 +120,9 @@ class _Call:
             await self.emit(chunk)
 
 
-class ChunkSink(Protocol):
-    """Where a provider's stream sends its deltas: ``await send.send(chunk)``.
-
-    A ``ChunkSink`` is one (for a provider stream run by hand).
-    """
-
-    async def send(self, chunk: ChatResponse, /) -> None:
-        """Take one delta (``is_last=False``); returns once it was absorbed."""
-
-
-class _Absorber:
-    """The :class:`ChunkSink` of a call: a delta goes straight to the call's accumulator."""
-
-    __slots__ = ("send",)
-
-    def __init__(self, call: _Call) -> None:
-        self.send = call.absorb
+#: What a provider's :meth:`~ChatModelBase._stream_api` passes its deltas to: a plain emit
+#: callback, ``await emit(delta)``, that returns once the delta was absorbed (and passed on).
+ChunkSink: TypeAlias = Callable[[ChatResponse], Awaitable[None]]
 
 
 class ChatModelBase(HTTPClientOwner):
@@ -134,7 +132,8 @@ class ChatModelBase(HTTPClientOwner):
         model: the provider's model name.
         credential: API key and base URL (``None``: the provider's credential class reads its
             environment variables).
-        stream: stream the answer (deltas go to ``emit``) or make one plain request.
+        stream: stream the answer (deltas go to ``emit``) or make one plain request (kept
+            as :attr:`streaming`; :meth:`stream` is the pull form of a call).
         max_retries: how many times a retryable provider error (429, 5xx, connection errors,
             timeouts) is retried — only while no content has arrived yet.
         retry_delay: the first backoff delay in seconds; doubled per retry, with jitter.
@@ -198,7 +197,8 @@ class ChatModelBase(HTTPClientOwner):
             raise ValueError("max_event_size must be > 0 or None")
         self.model = model
         self.credential = credential
-        self.stream = stream
+        #: Whether calls stream (the constructor's ``stream``).
+        self.streaming = stream
         self.max_retries = max_retries
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
@@ -224,7 +224,7 @@ class ChatModelBase(HTTPClientOwner):
         return None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, stream={self.stream!r})"
+        return f"{type(self).__name__}(model={self.model!r}, stream={self.streaming!r})"
 
     # -- provider hooks ----------------------------------------------------------------------
 
@@ -233,15 +233,17 @@ class ChatModelBase(HTTPClientOwner):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
-        """Stream one call: send delta chunks (``is_last=False``; carriers allowed).
+        """Stream one call: pass delta chunks to ``emit`` (``is_last=False``; carriers
+        allowed).
 
         Return when the stream ended properly; raise (a
         :class:`~trioagent.exception.ModelError` for provider failures) otherwise.  Runs in
-        the call's task: ``await send.send(chunk)`` returns once the chunk was absorbed (and
-        emitted), so an error or cancellation of the consumer can surface there; let it
-        propagate (close the response on the way out).
+        the task that runs the call (the caller's; a :meth:`stream` block's reader task):
+        ``await emit(chunk)`` returns once the chunk was absorbed (and passed on), so an
+        error or cancellation of the consumer can surface there; let it propagate (close the
+        response on the way out).
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement streaming")
 
@@ -335,6 +337,29 @@ class ChatModelBase(HTTPClientOwner):
             await self._emit_interrupted(call)
             raise
 
+    def stream(
+        self,
+        messages: list[Msg],
+        tools: list[JSONObject] | None = None,
+        tool_choice: ToolChoice | None = None,
+        *,
+        buffer_size: int = 16,
+    ) -> ModelStream:
+        """Pull a call: ``async with model.stream(messages, tools) as chunks:``.
+
+        The call runs in a reader task of a nursery owned by the block; ``async for chunk in
+        chunks`` yields its deltas (coalesced when the puller lags behind ``buffer_size``
+        waiting ones), then the complete response.  Leaving the block early or cancelling it
+        ends the call with the INTERRUPTED partial in ``chunks.response``.  See
+        :class:`~trioagent.model.ModelStream`.
+
+        Raises:
+            ValueError: ``tool_choice`` names a tool that is not in ``tools``.
+        """
+        if tool_choice is not None and tools:
+            self._validate_tool_choice(tool_choice, tools)
+        return ModelStream(self, messages, tools, tool_choice, buffer_size=buffer_size)
+
     async def _emit_interrupted(self, call: _Call) -> None:
         if call.emit is None:
             return
@@ -378,7 +403,7 @@ class ChatModelBase(HTTPClientOwner):
             call.acc = StreamAccumulator()
             call.final = None
             try:
-                if self.stream:
+                if self.streaming:
                     return _mark_truncation(await self._stream_once(call))
                 response = await self._call_api(call.messages, call.tools, call.tool_choice)
                 response.is_last = True
@@ -441,7 +466,7 @@ class ChatModelBase(HTTPClientOwner):
         # delta, also when the provider's stream never blocks.
         await trio.lowlevel.checkpoint()
         try:
-            await self._stream_api(call.messages, call.tools, call.tool_choice, _Absorber(call))
+            await self._stream_api(call.messages, call.tools, call.tool_choice, call.absorb)
         except BaseExceptionGroup as group:  # a nursery inside the provider's transport
             reraise_unwrapped(group)
         await trio.lowlevel.checkpoint()

@@ -406,7 +406,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = GeminiStreamParser(trio.current_time())
@@ -421,7 +421,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
                 redact=self._redact,
             )
             if delta is not None:
-                await send.send(delta)
+                await emit(delta)
             return False  # no terminator: the stream ends with the body
 
         await stream_sse(

@@ -352,7 +352,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())
@@ -378,7 +378,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
                 text=line,
                 redact=self._redact,
             )
-            await send.send(delta)
+            await emit(delta)
             return bool(payload.get("done"))
 
         response = await self._send(request, stream=True)

@@ -322,14 +322,14 @@ class ChatCompletionsModel(ProviderChatModel[CredentialT, ParametersT]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         await stream_chat_completions(
             self.http_client,
             request,
             self._parser(),
-            send,
+            emit,
             model=self.model,
             redact=self._redact,
             max_event_size=self.max_event_size,
@@ -416,13 +416,13 @@ async def stream_chat_completions(
     client: httpx2.AsyncClient,
     request: httpx2.Request,
     parser: OpenAIStreamParser,
-    send: ChunkSink,
+    emit: ChunkSink,
     *,
     model: str,
     redact: Redact,
     max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
 ) -> None:
-    """Send a streaming ``chat/completions`` request; send each parsed delta over ``send``.
+    """Send a streaming ``chat/completions`` request; pass each parsed delta to ``emit``.
 
     Raises :class:`~trioagent.exception.ModelStreamError` for an unparseable or malformed
     chunk or a stream that ends before ``data: [DONE]``, and the typed error of an
@@ -446,14 +446,14 @@ async def stream_chat_completions(
             lambda: parser.parse(payload), unit="chunk", model=model, text=event.data, redact=redact
         )
         if delta is not None:
-            await send.send(delta)
+            await emit(delta)
         return False
 
     async def whole(payload: JSONObject) -> bool:
         if not isinstance(payload.get("choices"), list):
             return False  # not a completion: stream_sse raises with an excerpt
         response = _parse_completion(parser, payload, model=model, redact=redact)
-        await send.send(attrs.evolve(response, is_last=False))
+        await emit(attrs.evolve(response, is_last=False))
         return True
 
     if not await stream_sse(

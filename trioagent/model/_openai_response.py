@@ -401,7 +401,7 @@ class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponsePara
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OpenAIResponseStreamParser(trio.current_time())
@@ -421,7 +421,7 @@ class OpenAIResponseModel(ProviderChatModel[OpenAICredential, OpenAIResponsePara
                 redact=self._redact,
             )
             if delta is not None:
-                await send.send(delta)
+                await emit(delta)
             return parser.done
 
         finished = await stream_sse(

@@ -146,7 +146,7 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
 
     def _endpoint(self) -> str | None:
         """:meth:`_url` without credentials or query string (for error messages)."""
-        return safe_url(httpx2.URL(self._url(stream=self.stream)))
+        return safe_url(httpx2.URL(self._url(stream=self.streaming)))
 
     def _request(self, body: JSONObject, *, stream: bool) -> httpx2.Request:
         return self.http_client.build_request(

@@ -160,10 +160,10 @@ class XAIChatModel(ChatCompletionsModel[XAICredential, XAIChatParameters]):
         messages: list[Msg],
         tools: list[JSONObject] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         try:
-            await super()._stream_api(messages, tools, tool_choice, send)
+            await super()._stream_api(messages, tools, tool_choice, emit)
         except ModelCredentialError:
             raise
         except ModelError as exc:

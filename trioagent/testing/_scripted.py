@@ -1,8 +1,9 @@
 """``ScriptedModel``: a chat model that plays a script (a fake at the model seam).
 
-It runs through the real :class:`~trioagent.model.ChatModelBase` machinery (reader task,
-memory channel, accumulator, cancellation), so the agent sees exactly what a provider stream
-would produce, without a network.
+It runs through the real :class:`~trioagent.model.ChatModelBase` machinery (the accumulator
+fed in the task that runs the call, retries, the INTERRUPTED partial on cancellation; the
+reader task and memory channel of ``model.stream()`` when pulled directly), so the agent sees
+exactly what a provider stream would produce, without a network.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class ScriptedModel(ChatModelBase):
         messages: list[Msg],
         tools: list[dict[str, Any]] | None,
         tool_choice: ToolChoice | None,
-        send: ChunkSink,
+        emit: ChunkSink,
     ) -> None:
         step = await self._next_step(messages, tools, tool_choice)
         # A whole response streams as one delta; scripted chunks stream as they are.
@@ -155,7 +156,7 @@ class ScriptedModel(ChatModelBase):
         await trio.lowlevel.checkpoint()
         for chunk in chunks:
             await self._pause()
-            await send.send(chunk)  # the accumulator never mutates the chunks it is given
+            await emit(chunk)  # the accumulator never mutates the chunks it is given
 
     async def _call_api(
         self,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._function import FunctionTool as FunctionTool
     from ._group import ResetTools as ResetTools, ToolGroup as ToolGroup
     from ._mcp import (
+        MAX_TOOL_NAME as MAX_TOOL_NAME,
         MCPCallError as MCPCallError,
         MCPCallResult as MCPCallResult,
         MCPConnection as MCPConnection,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         MCPToolSource as MCPToolSource,
         MCPToolSpec as MCPToolSpec,
         ProgressCallback as ProgressCallback,
+        mcp_tool_name as mcp_tool_name,
     )
     from ._middleware import ToolNextHandler as ToolNextHandler
     from ._response import Emit as Emit, ToolChunk as ToolChunk, ToolResponse as ToolResponse
@@ -51,8 +53,6 @@ if TYPE_CHECKING:
     )
     from ._toolkit import Toolkit as Toolkit, ToolkitMiddleware as ToolkitMiddleware
 
-# Hidden from type checkers, which see the imports above: a visible module __getattr__
-# would make every misspelt name of this package type-check as Any.
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
@@ -66,6 +66,7 @@ if not TYPE_CHECKING:
             "FunctionTool": "._function",
             "Glob": "._builtin",
             "Grep": "._builtin",
+            "MAX_TOOL_NAME": "._mcp",
             "MCPCallError": "._mcp",
             "MCPCallResult": "._mcp",
             "MCPConnection": "._mcp",
@@ -96,11 +97,13 @@ if not TYPE_CHECKING:
             "ToolkitMiddleware": "._toolkit",
             "Write": "._builtin",
             "is_schema_class": "._class_schema",
+            "mcp_tool_name": "._mcp",
         },
         globals(),
     )
 
 __all__ = [
+    "MAX_TOOL_NAME",
     "AskUser",
     "AskUserAnswer",
     "Bash",
@@ -140,4 +143,5 @@ __all__ = [
     "ToolkitMiddleware",
     "Write",
     "is_schema_class",
+    "mcp_tool_name",
 ]

@@ -7,10 +7,15 @@ converted into our blocks.  The toolkit lists a server's tools through :class:`M
 
 What an :class:`MCPTool` does with a call:
 
-* its name is ``mcp__{server}__{tool}``, every character of the tool's name outside
-  ``[a-zA-Z0-9_-]`` replaced by ``x`` (the server still gets the original name);
+* its name is ``mcp__{server}__{tool}`` when that is a valid tool name (``[a-zA-Z0-9_-]``, at
+  most 64 characters); otherwise the tool's name is cleaned (each other character becomes
+  ``x``), shortened to fit, and suffixed with ``_`` and 8 hex digits of its SHA-256: the same
+  server name always maps to the same tool name, and two server names never share one (the
+  server still gets the original name);
 * its input schema is the server's, with ``type``, ``properties`` and ``required`` defaulted;
-* a read-only hint from the server allows the call, anything else asks the user;
+* a read-only hint from the server allows the call, anything else asks the user; an
+  explicit destructive hint makes that a *safety* ask that allow rules cannot silence;
+* the server's ``title`` heads the description;
 * progress notifications become chunks with ``metadata["mcp_progress"]`` (the agent turns them
   into ``CustomEvent("mcp_progress")``) when ``stream_progress`` is on;
 * an execution timeout cancels the request (the server is told) and gives an error result;
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import logging
 import math
 import re
@@ -42,6 +48,7 @@ from ._base import ToolBase, ToolMiddlewareBase
 from ._response import MCP_PROGRESS_KEY, Emit, ToolChunk, error_chunk
 
 __all__ = [
+    "MAX_TOOL_NAME",
     "MCPCallError",
     "MCPCallResult",
     "MCPConnection",
@@ -61,6 +68,9 @@ PROGRESS_BUFFER = 1024
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _ILLEGAL_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+#: The longest tool name model providers accept.
+MAX_TOOL_NAME = 64
+_HASH_DIGITS = 8
 
 
 class MCPCallError(TrioagentError):
@@ -87,6 +97,14 @@ class MCPToolSpec:
     description: str | None = None
     input_schema: JSONObject | None = None
     read_only: bool = False
+    #: The server's ``destructiveHint``: ``None`` when it gave none.
+    destructive: bool | None = None
+    #: A human-readable name (``title``, or the annotations' ``title``).
+    title: str | None = None
+    #: ``openWorldHint``: ``None`` when the server gave none.
+    open_world: bool | None = None
+    #: The server's ``outputSchema`` (the SDK checks structured content against it).
+    output_schema: JSONObject | None = None
 
 
 @runtime_checkable
@@ -140,9 +158,25 @@ class MCPToolSource(Protocol):
         ...
 
 
-def mcp_tool_name(server: str, tool: str) -> str:
-    """``mcp__{server}__{tool}`` with the tool name's illegal characters replaced by ``x``."""
-    return f"mcp__{server}__{_ILLEGAL_NAME_CHARS.sub('x', tool)}"
+def mcp_tool_name(server: str, tool: str, *, hashed: bool = False) -> str:
+    """The name the model sees for the server's tool ``tool`` (see the module docstring).
+
+    ``hashed`` forces the suffixed form (for a name that collides with another).
+    """
+    prefix = f"mcp__{server}__"
+    plain = prefix + tool
+    if not hashed and len(plain) <= MAX_TOOL_NAME and not _ILLEGAL_NAME_CHARS.search(tool):
+        return plain
+    digest = hashlib.sha256(tool.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_DIGITS]
+    room = MAX_TOOL_NAME - len(prefix) - 1 - _HASH_DIGITS
+    return f"{prefix}{_ILLEGAL_NAME_CHARS.sub('x', tool)[:room]}_{digest}"
+
+
+def _description(spec: MCPToolSpec) -> str:
+    description = spec.description or ""
+    if spec.title and spec.title not in description:
+        return f"{spec.title}\n\n{description}" if description else spec.title
+    return description
 
 
 def _input_schema(spec: MCPToolSpec) -> JSONObject:
@@ -163,6 +197,7 @@ class MCPTool(ToolBase):
             result is an error.  ``None``: no limit.
         stream_progress: emit the server's progress notifications as progress chunks.
         middlewares: this tool's middlewares.
+        name: the name the model sees; default :func:`mcp_tool_name`.
 
     Raises:
         ValueError: a non-positive timeout.
@@ -181,6 +216,7 @@ class MCPTool(ToolBase):
         execution_timeout: float | None = None,
         stream_progress: bool = False,
         middlewares: list[ToolMiddlewareBase] | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__(middlewares)
         if execution_timeout is not None and not execution_timeout > 0:
@@ -188,8 +224,8 @@ class MCPTool(ToolBase):
         self.connection = connection
         self.spec = spec
         self.mcp_name = connection.name
-        self.name = mcp_tool_name(connection.name, spec.name)
-        self.description = spec.description or ""
+        self.name = name if name is not None else mcp_tool_name(connection.name, spec.name)
+        self.description = _description(spec)
         self.input_schema = _input_schema(spec)
         self.is_read_only = spec.read_only
         self.execution_timeout = execution_timeout
@@ -201,11 +237,18 @@ class MCPTool(ToolBase):
     async def check_permissions(
         self, tool_input: JSONObject, context: PermissionContext
     ) -> PermissionDecision:
-        """Allow a tool the server marks read-only; ask for every other."""
+        """Allow a tool the server marks read-only; ask for every other (a safety ask for one
+        the server marks destructive)."""
         if self.is_read_only:
             return PermissionDecision(
                 behavior=PermissionBehavior.ALLOW,
                 message="This is a read-only MCP tool. Allowing execution.",
+            )
+        if self.spec.destructive:
+            return PermissionDecision(
+                behavior=PermissionBehavior.ASK,
+                message="The MCP server marks this tool destructive: confirm each call.",
+                bypass_immune=True,
             )
         return PermissionDecision(
             behavior=PermissionBehavior.ASK,
