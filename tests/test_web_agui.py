@@ -32,6 +32,7 @@ from trioagent.event import (
     ToolResultEndEvent,
     ToolResultStartEvent,
     ToolResultTextDeltaEvent,
+    tag_agent,
 )
 from trioagent.message import (
     AssistantMsg,
@@ -41,7 +42,7 @@ from trioagent.message import (
     ToolResultBlock,
     UserMsg,
 )
-from trioagent.types import ErrorInfo
+from trioagent.types import ErrorInfo, ReplyFinishedReason
 from trioagent.web import AGUIRun
 from trioagent.web._agui import encode_sse
 from trioagent.web._history import thread_snapshot
@@ -249,3 +250,29 @@ def test_the_thread_snapshot_keeps_rounds_in_order_and_marks_ends() -> None:
     assert messages[4]["metadata"] == {"finishedReason": "interrupted"}
     assert [i["id"] for i in snapshot["interrupts"]] == ["c2"]
     assert snapshot["running"] is False
+
+
+def test_an_inner_agents_events_carry_its_path_and_its_end_does_not_close_the_run() -> None:
+    # An agent called as a tool (or a pipeline's participant) relays tagged events.
+    inner = "reply-inner"
+    run = AGUIRun("thread-1", "run-1")
+    events = [
+        tag_agent(TextBlockStartEvent(reply_id=inner, block_id="b"), "clerk"),
+        tag_agent(TextBlockDeltaEvent(reply_id=inner, block_id="b", delta="memo"), "clerk"),
+        tag_agent(ReplyEndEvent(session_id="thread-1", reply_id=inner), "clerk"),
+    ]
+    wire = _wire([run.start()] + [e for ev in events for e in run.translate(ev)])
+    assert not run.finished  # the outer reply goes on
+    assert [(e["type"], e["metadata"]) for e in wire[1:]] == [
+        ("TEXT_MESSAGE_START", {"agentPath": ["clerk"]}),
+        ("TEXT_MESSAGE_CONTENT", {"agentPath": ["clerk"]}),
+        ("CUSTOM", {"agentPath": ["clerk"]}),
+    ]
+    assert wire[1]["name"] == "clerk"
+    assert wire[3]["name"] == "reply_end"
+    # A pipeline's run closes with its final Msg.
+    msg = AssistantMsg("lead", "done", finished_reason=ReplyFinishedReason.INTERRUPTED)
+    (end,) = _wire([run.end_of(msg)])
+    assert end["type"] == "RUN_FINISHED"
+    assert end["outcome"] == {"type": "cancelled"}
+    assert end["result"] == {"replyId": msg.id, "finishedReason": "interrupted"}

@@ -266,7 +266,7 @@ async def test_make_agent_must_place_the_session(nursery, tmp_path) -> None:
 
     app = AGUIApp(without_session, SQLiteSessionStore(tmp_path / "s.sqlite3"))
     with pytest.raises(TypeError, match="middlewares start with the ones given"):
-        await app._agent(app._session("t"))
+        await app._served("t")
 
 
 class _Bus:

@@ -23,6 +23,7 @@ from trioagent.event import AgentEvent
 from trioagent.message import Msg
 from trioagent.middleware import MiddlewareBase
 from trioagent.permission import PermissionDecision
+from trioagent.pipeline import TeamPipeline
 from trioagent.serialization import dumps, loads
 from trioagent.session import SessionConflictError, StoredSession
 from trioagent.testing import ScriptedModel, text_chunks
@@ -289,3 +290,52 @@ class ServedAgent:
 
         scope = {"type": "http", "method": "POST", "path": "/agui", "headers": []}
         await self.app(scope, receive, send)
+
+
+class _TappedTeam(TeamPipeline):
+    """A team whose events and final Msg also go to ``tap.tee`` (the sweep's consumer)."""
+
+    def __init__(self, tap: Recorder, *args: Any) -> None:
+        super().__init__(*args)
+        self.tap = tap
+
+    async def reply(self, inputs: Any = None, *, on_event: Any = None) -> Msg:
+        async def both(event: AgentEvent) -> None:
+            if self.tap.tee is not None:
+                await self.tap.tee(event)
+            await on_event(event)
+
+        msg = await super().reply(inputs, on_event=both)
+        if self.tap.tee is not None:
+            await self.tap.tee(msg)
+        return msg
+
+
+class ServedPipeline(ServedAgent):
+    """One reply of a team driven through :meth:`AGUIApp.for_pipeline` in memory, shaped
+    like a pipeline for ``cancel_sweep`` (its ``participants`` are the served team's), with
+    :class:`ServedAgent`'s ``interrupt()`` (the client leaves) and outer cancellation.
+
+    ``make_team(first)`` builds ``(leader, members)`` with ``first(name)`` in each
+    participant's middlewares."""
+
+    name = "team"
+
+    def __init__(self, make_team: Callable[[Any], tuple[Agent, list[Any]]]) -> None:
+        self.store = MemoryStore()
+        self.events = {}
+        self.recorder = Recorder(self.events)  # only its tee is used
+        self.team: TeamPipeline | None = None
+
+        def make_pipeline(first: Any) -> TeamPipeline:
+            self.team = _TappedTeam(self.recorder, *make_team(first))
+            return self.team
+
+        self.app = AGUIApp.for_pipeline(make_pipeline, self.store, page=False)
+        self.sse = bytearray()
+        self._gone = trio.Event()
+
+    @property
+    def participants(self) -> list[Agent]:
+        assert self.team is not None, "the app did not build the team"
+        return list(self.team.participants)

@@ -16,6 +16,13 @@ names.  A trioagent ``CustomEvent`` named ``state_snapshot`` (value: the state) 
 ``state_delta`` (value: ``{"delta": [JSON Patch operations]}``) becomes ``STATE_SNAPSHOT`` /
 ``STATE_DELTA``; events AG-UI has no type for travel as ``CUSTOM`` events named after the
 trioagent event (``require_user_confirm``, ``tool_result_text_delta``, ...).
+
+An event relayed from another agent -- a pipeline's participant, an agent called as a tool --
+carries its agent path (:func:`trioagent.event.agent_path`): its AG-UI events get
+``metadata.agentPath`` (the path, outermost first), and a text message the ``name`` of the
+path joined with ``/``.  Such an agent's own start and end travel as ``CUSTOM`` events
+(``reply_start``, ``reply_end``): they do not close the run.  A pipeline's run closes with the
+pipeline's final Msg (:meth:`AGUIRun.end_of`).
 """
 
 from __future__ import annotations
@@ -69,8 +76,9 @@ from ..event import (
     ToolCallStartEvent,
     ToolResultEndEvent,
     ToolResultTextDeltaEvent,
+    agent_path,
 )
-from ..message import ToolCallBlock, ToolCallState
+from ..message import Msg, ToolCallBlock, ToolCallState
 from ..serialization import unstructure
 from ..types import ReplyFinishedReason
 
@@ -106,6 +114,22 @@ class AGUIRun:
 
     def translate(self, event: AgentEvent) -> list[BaseEvent]:
         """The AG-UI events for one agent event (none for a few, two for thinking edges)."""
+        path = agent_path(event)
+        if not path:
+            return self._translate(event)
+        # A participant's own start or end does not open or close the run.
+        own = isinstance(event, ReplyStartEvent | ReplyEndEvent)
+        tagged = {"metadata": {"agentPath": list(path)}}
+        return [
+            out.model_copy(
+                update={**tagged, "name": "/".join(path)}
+                if isinstance(out, TextMessageStartEvent)
+                else tagged
+            )
+            for out in ([self._custom(event)] if own else self._translate(event))
+        ]
+
+    def _translate(self, event: AgentEvent) -> list[BaseEvent]:
         match event:
             case ReplyStartEvent():
                 return []  # the run was opened by start(); a resumed reply has no start
@@ -169,9 +193,22 @@ class AGUIRun:
 
     def end(self, event: ReplyEndEvent) -> BaseEvent:
         """The run's closing event for the reply's end."""
+        error = event.error
+        if error is None:
+            return self._end(event.reply_id, event.finished_reason, "the reply failed", "error")
+        return self._end(event.reply_id, event.finished_reason, error.message, str(error.type))
+
+    def end_of(self, msg: Msg) -> BaseEvent:
+        """The run's closing event for a pipeline's final Msg (it has a ``finished_reason``)."""
+        assert msg.finished_reason is not None
+        return self._end(msg.id, msg.finished_reason, msg.get_text_content() or "", "error")
+
+    def _end(
+        self, reply_id: str, reason: ReplyFinishedReason, message: str, code: str
+    ) -> BaseEvent:
         self.finished = True
-        result = {"replyId": event.reply_id, "finishedReason": str(event.finished_reason)}
-        match event.finished_reason:
+        result = {"replyId": reply_id, "finishedReason": str(reason)}
+        match reason:
             case ReplyFinishedReason.COMPLETED:
                 return self._finished(result, RunFinishedSuccessOutcome())
             case ReplyFinishedReason.INTERRUPTED:
@@ -182,8 +219,6 @@ class AGUIRun:
                     code="exceed_max_iters",
                     timestamp=_now_ms(),
                 )
-        message = event.error.message if event.error is not None else "the reply failed"
-        code = str(event.error.type) if event.error is not None else "error"
         return RunErrorEvent(message=message, code=code, timestamp=_now_ms())
 
     def parked(self, calls: list[ToolCallBlock]) -> BaseEvent:

@@ -9,14 +9,14 @@ partial answer.  It runs under any ASGI server on ``trio.run`` (Hypercorn's trio
 Routes (relative to where it is mounted)::
 
     GET  /                      the built-in chat page (page=True)
-    POST /agui                  run the agent: AG-UI RunAgentInput in, AG-UI events out (SSE)
+    POST /agui                  run the agent (or the pipeline): AG-UI RunAgentInput in,
+                                AG-UI events out (SSE)
     POST /agui/stop             {"threadId": ...}: interrupt that thread's running reply
     GET  /agui/threads/<id>     the thread's conversation, waiting calls, and whether it runs
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
@@ -32,15 +32,24 @@ from .._core.concurrency import reraise_unwrapped
 from ..agent import Agent, AgentState
 from ..event import AgentEvent
 from ..exception import TrioagentError
+from ..message import Msg
 from ..middleware import MiddlewareBase
+from ..pipeline import PipelineBase
 from ..session import SessionMiddleware, SessionStore, SessionStoreError
 from ._agui import AGUIRun, encode_sse
 from ._history import thread_snapshot
 from ._inputs import InputError, reply_inputs
-from ._marker import EndMarker
+from ._served import (
+    MakeAgent,
+    MakePipeline,
+    Served,
+    build_agent,
+    build_pipeline,
+    waiting_calls,
+)
 from ._stop import StopBus
 
-__all__ = ["AGUIApp", "MakeAgent"]
+__all__ = ["AGUIApp"]
 
 logger = logging.getLogger("trioagent.web")
 
@@ -48,8 +57,6 @@ Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
-#: Builds the agent of one thread with the given middlewares first in its ``middlewares``.
-MakeAgent: TypeAlias = Callable[[list[MiddlewareBase]], "Agent | Awaitable[Agent]"]
 
 MAX_BODY = 1 << 20
 #: Seconds a new run waits for the previous run of its thread to close its response.
@@ -73,7 +80,7 @@ class _Running:
     """A run in progress on one thread of this process."""
 
     def __init__(self) -> None:
-        self.agent: Agent | None = None
+        self.target: Agent | PipelineBase | None = None
         self.stop_requested = False
         self.disconnected = False
         self.ended = False  # its terminal event is on its way to the client
@@ -81,8 +88,8 @@ class _Running:
 
     def stop(self) -> None:
         self.stop_requested = True
-        if self.agent is not None:
-            self.agent.interrupt()  # a no-op until its reply registered; see _Run.on_event
+        if self.target is not None:
+            self.target.interrupt()  # a no-op until its reply registered; see _Run.on_event
 
 
 class AGUIApp:
@@ -104,7 +111,8 @@ class AGUIApp:
         shutdown_grace: seconds :meth:`shutdown` waits for interrupted replies to end.
 
     Run :meth:`run` for the app's background work (the Stop listener) -- the ASGI lifespan
-    does it, and :func:`trioagent.web.serve` too.
+    does it, and :func:`trioagent.web.serve` too.  :meth:`for_pipeline` serves a pipeline
+    instead of one agent.
     """
 
     def __init__(
@@ -121,12 +129,41 @@ class AGUIApp:
         if stop_bus is not None and not isinstance(stop_bus, StopBus):
             raise TypeError(f"stop_bus must be a StopBus, got {type(stop_bus).__name__}")
         self.make_agent = make_agent
+        self.make_pipeline: MakePipeline | None = None
+        self._shape: dict[str, frozenset[str]] | None = None  # the pipeline's, once built
         self.store = store
         self.stop_bus = stop_bus
         self.page = page
         self.shutdown_grace = shutdown_grace
         self._running: dict[str, _Running] = {}
         self._closing = False
+
+    @classmethod
+    def for_pipeline(
+        cls,
+        make_pipeline: MakePipeline,
+        store: SessionStore,
+        *,
+        stop_bus: StopBus | None = None,
+        page: bool = True,
+        shutdown_grace: float = 10.0,
+    ) -> AGUIApp:
+        """An app serving the pipeline ``make_pipeline`` builds (a ``TeamPipeline``, a
+        ``GoalPipeline``), one conversation per ``threadId``, as :class:`AGUIApp` serves an agent.
+
+        ``make_pipeline(first)`` builds the pipeline of one run (sync or async), giving each
+        participant ``first(name)`` first in its ``middlewares``: the participant's session
+        (stored under ``<threadId>/<name>``) and the end marker.  Stop interrupts the whole
+        pipeline; a member's confirmation reaches the client and its answer resumes that member
+        (routed by reply id).  The other arguments are :class:`AGUIApp`'s.
+        """
+
+        def unused(first: list[MiddlewareBase]) -> Agent:
+            raise TypeError("this app serves a pipeline: it builds no lone agent")
+
+        app = cls(unused, store, stop_bus=stop_bus, page=page, shutdown_grace=shutdown_grace)
+        app.make_pipeline = make_pipeline
+        return app
 
     def __repr__(self) -> str:
         return f"<AGUIApp store={self.store!r} running={len(self._running)}>"
@@ -212,7 +249,7 @@ class AGUIApp:
             run_input = RunAgentInput.model_validate_json(body)
         except pydantic.ValidationError as exc:
             raise HTTPError(400, f"not an AG-UI RunAgentInput: {exc}") from None
-        session = self._session(run_input.thread_id)
+        self._session(run_input.thread_id)  # a bad threadId is a 400
         thread_id = run_input.thread_id
         if self._closing:
             raise HTTPError(503, "the server is shutting down")
@@ -226,14 +263,14 @@ class AGUIApp:
                 raise HTTPError(409, f"thread {thread_id!r} has a run in progress: stop it first")
         running = self._running[thread_id] = _Running()
         try:
-            agent = await self._agent(session)
+            served = await self._served(thread_id)
             try:
-                inputs = reply_inputs(run_input, agent)
+                inputs = reply_inputs(run_input, served.waiting())
             except InputError as exc:
                 raise HTTPError(409 if exc.conflict else 400, str(exc)) from None
-            running.agent = agent
+            running.target = served.target
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            await _Run(agent, AGUIRun(thread_id, run_input.run_id), running, send).serve(
+            await _Run(served, AGUIRun(thread_id, run_input.run_id), running, send).serve(
                 inputs, receive
             )
         finally:
@@ -247,19 +284,18 @@ class AGUIApp:
         except (TypeError, ValueError) as exc:
             raise HTTPError(400, f"threadId: {exc}") from None
 
-    async def _agent(self, session: SessionMiddleware) -> Agent:
-        first: list[MiddlewareBase] = [session, EndMarker()]
-        made = self.make_agent(list(first))
-        agent = await made if inspect.isawaitable(made) else made
-        if not isinstance(agent, Agent) or list(agent.middlewares[:2]) != first:
-            raise TypeError(
-                "make_agent must return an Agent whose middlewares start with the ones given"
-            )
+    async def _served(self, thread_id: str) -> Served:
+        """The thread's agent or pipeline, built fresh, with its state from the store."""
+        if self.make_pipeline is None:
+            served = await build_agent(self.make_agent, self.store, thread_id)
+        else:
+            served = await build_pipeline(self.make_pipeline, self.store, thread_id)
+            self._shape = served.shape
         try:
-            await session.restore(agent)
+            await served.restore()
         except SessionStoreError as exc:
             raise HTTPError(503, f"the session store failed: {exc}") from None
-        return agent
+        return served
 
     async def _stop(self, body: bytes, send: Send) -> None:
         try:
@@ -280,31 +316,47 @@ class AGUIApp:
 
     async def _thread(self, thread_id: str, send: Send) -> None:
         session = self._session(thread_id)
+        running = session.session_id in self._running
+        if self.make_pipeline is None:
+            snapshot = thread_snapshot(await self._load(thread_id), running=running)
+        else:
+            # The conversation is the face participant's (the first); any participant may
+            # be waiting.  Who takes part is learned from one built pipeline (every thread's
+            # pipeline has the same participants).
+            if self._shape is None:
+                self._shape = (await self._served(thread_id)).shape
+            states = {name: await self._load(f"{thread_id}/{name}") for name in self._shape}
+            calls = [call for _, call in waiting_calls(self._shape, states)]
+            face = next(iter(states.values()))
+            snapshot = thread_snapshot(face, running=running, waiting=calls)
+        await _respond_json(send, 200, {"threadId": thread_id, **snapshot})
+
+    async def _load(self, session_id: str) -> AgentState:
         try:
-            stored = await self.store.load(thread_id)
+            stored = await self.store.load(session_id)
         except SessionStoreError as exc:
             raise HTTPError(503, f"the session store failed: {exc}") from None
-        state = stored.state if stored is not None else AgentState()
-        snapshot = thread_snapshot(state, running=session.session_id in self._running)
-        await _respond_json(send, 200, {"threadId": thread_id, **snapshot})
+        return stored.state if stored is not None else AgentState()
 
 
 class _Run:
-    """One run's stream: agent events in, AG-UI SSE frames out."""
+    """One run's stream: agent (or pipeline) events in, AG-UI SSE frames out."""
 
-    def __init__(self, agent: Agent, agui: AGUIRun, running: _Running, send: Send) -> None:
-        self.agent = agent
+    def __init__(self, served: Served, agui: AGUIRun, running: _Running, send: Send) -> None:
+        self.served = served
+        self.target = served.target
         self.agui = agui
         self.running = running
         self._send = send
 
     async def serve(self, inputs: Any, receive: Receive) -> None:
         await self.write(self.agui.start())
+        msg: Msg | None = None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_disconnect, receive)
                 try:
-                    await self.agent.reply(inputs, on_event=self.on_event)
+                    msg = await self.target.reply(inputs, on_event=self.on_event)
                 except Exception as exc:
                     # The reply ended with its ERROR end (already sent as RUN_ERROR) and raised.
                     logger.warning("a run on thread %r failed: %r", self.agui.thread_id, exc)
@@ -315,8 +367,11 @@ class _Run:
         except BaseExceptionGroup as group:
             # A cancelled request scope: the server expects its Cancelled, not a group.
             reraise_unwrapped(group)
+        if not self.agui.finished and msg is not None and msg.finished_reason is not None:
+            # A pipeline's reply: its participants' ends were relayed, its own is the Msg's.
+            await self.write(self.agui.end_of(msg))
         if not self.agui.finished:
-            calls = self.agent.state.get_awaiting_tool_calls(self.agent.name)
+            calls = [call for _, call in self.served.waiting()]
             if calls:
                 await self.write(self.agui.parked(calls))
             else:
@@ -327,7 +382,7 @@ class _Run:
     async def on_event(self, event: AgentEvent) -> None:
         if self.running.stop_requested:
             # A Stop (or a disconnect) that came before the reply registered with the agent.
-            self.agent.interrupt()
+            self.target.interrupt()
         for out in self.agui.translate(event):
             await self.write(out)
 

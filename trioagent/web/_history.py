@@ -27,12 +27,16 @@ from ._marker import FINISHED_REASON
 __all__ = ["thread_snapshot"]
 
 
-def thread_snapshot(state: AgentState, *, running: bool) -> dict[str, Any]:
+def thread_snapshot(
+    state: AgentState, *, running: bool, waiting: list[ToolCallBlock] | None = None
+) -> dict[str, Any]:
     """The JSON document of ``GET .../threads/<id>``: ``messages`` (AG-UI messages),
-    ``interrupts`` (the calls waiting for an answer) and ``running``."""
-    # The agent's messages carry its name: the last answer's is the one a parked reply has.
-    name = next((m.name for m in reversed(state.context) if m.role == "assistant"), "")
-    waiting = state.get_awaiting_tool_calls(name) if name else []
+    ``interrupts`` (the calls waiting for an answer: ``waiting``, by default the agent's own)
+    and ``running``."""
+    if waiting is None:
+        # The agent's messages carry its name: the last answer's is the one a parked reply has.
+        name = next((m.name for m in reversed(state.context) if m.role == "assistant"), "")
+        waiting = state.get_awaiting_tool_calls(name) if name else []
     messages: list[Message] = []
     for msg in state.context:
         messages.extend(_messages_of(msg))

@@ -18,7 +18,7 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput
 
-from ..agent import Agent, ReplyInputs
+from ..agent import ReplyInputs
 from ..event import ConfirmResult, ExternalExecutionResultEvent, UserConfirmResultEvent
 from ..exception import TrioagentError
 from ..message import ToolCallBlock, ToolCallState, ToolResultBlock, ToolResultState, UserMsg
@@ -34,9 +34,13 @@ class InputError(TrioagentError, ValueError):
         self.conflict = conflict
 
 
-def reply_inputs(run_input: RunAgentInput, agent: Agent) -> ReplyInputs:
-    """The agent's inputs for ``run_input`` (the agent's state is the thread's)."""
-    waiting = agent.state.get_awaiting_tool_calls(agent.name)
+def reply_inputs(
+    run_input: RunAgentInput, waiting_in: list[tuple[str, ToolCallBlock]]
+) -> ReplyInputs:
+    """The inputs of the thread's agent (or pipeline) for ``run_input``; ``waiting_in``: the
+    calls waiting for the client, each with the id of the reply it waits in.  The answers of
+    one run go to one reply (a pipeline routes them by its id)."""
+    waiting = [call for _, call in waiting_in]
     if run_input.resume:
         if not waiting:
             raise InputError("nothing to resume: no tool call of this thread waits", conflict=True)
@@ -44,17 +48,26 @@ def reply_inputs(run_input: RunAgentInput, agent: Agent) -> ReplyInputs:
         unknown = set(answers) - {call.id for call in waiting}
         if unknown:
             raise InputError(f"resume answers unknown interrupts: {sorted(unknown)}", conflict=True)
+        replies = {reply_id for reply_id, call in waiting_in if call.id in answers}
+        if len(replies) > 1:
+            raise InputError(
+                "resume answers calls of several participants: answer one at a time",
+                conflict=True,
+            )
+        (reply_id,) = replies
         asking = [c for c in waiting if c.state == ToolCallState.ASKING and c.id in answers]
         if asking:
             return UserConfirmResultEvent(
+                reply_id=reply_id,
                 confirm_results=[
                     ConfirmResult(confirmed=_approved(answers[c.id]), tool_call=c) for c in asking
-                ]
+                ],
             )
         return ExternalExecutionResultEvent(
+            reply_id=reply_id,
             execution_results=[
                 _external_result(c, answers[c.id]) for c in waiting if c.id in answers
-            ]
+            ],
         )
     if waiting:
         names = ", ".join(call.name for call in waiting)
