@@ -23,16 +23,19 @@ import textwrap
 from pathlib import Path
 
 import trio
-from _common import check, open_model, round_trips, unpaired_tool_calls
+from _common import check, open_model, require_extra, round_trips, unpaired_tool_calls
 
 from trioagent import Toolkit, UserMsg
 from trioagent.agent import Agent
 from trioagent.event import ReplyEndEvent
-from trioagent.mcp import MCPClient, StdioMCPConfig
 from trioagent.message import ToolResultBlock
 from trioagent.permission import PermissionRule
 from trioagent.testing import ScriptedReply, ScriptedToolCall
 from trioagent.tool import Bash
+
+require_extra("trioagent.mcp", "mcp")  # the MCP SDK
+
+from trioagent.mcp import MCPClient, StdioMCPConfig  # noqa: E402
 
 NOTES_SERVER = textwrap.dedent(
     '''

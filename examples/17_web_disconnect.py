@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-import httpx
+import httpx2
 import orjson
 import trio
 from _common import check, open_model, orphaned_ids, require_extra
@@ -82,7 +82,7 @@ async def main() -> None:
             async with model, trio.open_nursery() as serving:
                 app = AGUIApp(make_agent, store)
                 (url,) = await serving.start(serve, app, "127.0.0.1", 0)
-                address = httpx.URL(url)
+                address = httpx2.URL(url)
                 print(f"serving on {url}")
 
                 cut = await leave_after(
@@ -95,7 +95,7 @@ async def main() -> None:
                         await trio.sleep(0.01)
                 check(app.running_threads == [], "the server ended the reply of the left client")
 
-                async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                async with httpx2.AsyncClient(base_url=url, timeout=60) as client:
                     thread = (await client.get("/agui/threads/t1")).json()
                     answer = thread["messages"][-1]
                     print("kept:", repr(answer["content"][:60]), answer.get("metadata"))

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-import httpcore
-import httpx
+import httpcore2
+import httpx2
 import trio
 
 from trioagent.agent import Agent, InjectionConfig
@@ -92,10 +92,10 @@ class Sink:
         self.items.append(chunk)
 
 
-def open_connections(client: httpx.AsyncClient) -> list[httpcore.AsyncConnectionInterface]:
-    """The connections in the client's httpx pool, open or idle.
+def open_connections(client: httpx2.AsyncClient) -> list[httpcore2.AsyncConnectionInterface]:
+    """The connections in the client's httpx2 pool, open or idle.
 
-    This is the one place the tests read httpx's private ``_transport._pool``, on purpose: it
+    This is the one place the tests read httpx2's private ``_transport._pool``, on purpose: it
     is the only way to assert that a cancelled or finished call's connection was closed (or
     pooled idle) rather than left busy.
     """

@@ -2,7 +2,7 @@
 
 The loopback server answers ``POST /v1/messages`` through a custom route that replays the
 Messages-API SSE transcripts recorded from the API (and JSON bodies) over real
-sockets and real HTTP/1.1; httpx is never patched.  Tests that sleep through backoff use
+sockets and real HTTP/1.1; httpx2 is never patched.  Tests that sleep through backoff use
 ``autojump_clock``.
 """
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import io
 import pathlib
+import sys
 
 import pytest
 from agent_kit import call, calls, make_agent, text, user
 
 from trioagent.agent import Agent, AgentState
+from trioagent.exception import MissingExtraError
 from trioagent.message import DataBlock
 from trioagent.permission import PermissionBehavior, PermissionContext, PermissionEngine
 from trioagent.testing import SweepRun, cancel_sweep
@@ -218,6 +220,21 @@ async def test_a_damaged_pdf_is_an_error_result(tmp_path: pathlib.Path) -> None:
     state, text = await read(file_path=str(path))
     assert state == "error"
     assert text.startswith("Error reading PDF: ")
+
+
+async def test_a_pdf_without_the_pdf_extra_names_the_install_command(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdf_of("Alpha page"))
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if pypdf were not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'trioagent\[pdf\]'") as info:
+        await Read().run({"file_path": str(path)})
+    assert isinstance(info.value, ImportError)
+    assert info.value.name == "pypdf"
+    assert (
+        str(info.value) == "reading PDF files needs the 'pdf' extra: pip install 'trioagent[pdf]'"
+    )
 
 
 @pytest.mark.parametrize("mode", ["interrupt", "outer"])

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2
 import trio
 from web_kit import check_stream, post_run, run_body, text_of
 
@@ -25,7 +25,7 @@ async def test_serve_the_demo_agent_and_shut_down(tmp_path: Path) -> None:
                 options, out, shutdown_trigger=stop, task_status=task_status
             )
         )
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as client:
             page = await client.get("/")
             echo = await post_run(client, run_body("t1", "hello"))
             asked = await post_run(client, run_body("t1", "what time is it?"))
@@ -87,5 +87,5 @@ def test_without_the_web_extra_serve_says_how_to_install_it() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == (
-        "error: trioagent serve needs the web extra: pip install 'trioagent[web]' (no ag_ui.core)\n"
+        "error: trioagent serve needs the web extra: pip install 'trioagent[web]' (no ag_ui)\n"
     )

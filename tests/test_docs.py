@@ -74,7 +74,7 @@ def test_a_marked_fragment_is_no_program(where: str, code: str) -> None:
 
 def test_readme_keeps_the_setup_commands_verbatim() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert "pip install -e . && python -m trioagent examples" in readme
+    assert "pip install -e '.[examples]' && python -m trioagent examples" in readme
     assert "pip install -e '.[dev]' && python -m pytest" in readme
 
 

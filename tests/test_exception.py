@@ -1,6 +1,12 @@
-"""Exception families, their ``str()``, and ``error_info`` classification."""
+"""Exception families, their ``str()``, ``error_info`` classification, and the one root:
+every exception class trioagent defines derives from ``TrioagentError``."""
 
 from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+import pkgutil
 
 import pytest
 import trio
@@ -8,6 +14,7 @@ import trio
 from trioagent.exception import (
     AgentOrientedException,
     DeveloperOrientedException,
+    MissingExtraError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelError,
@@ -22,6 +29,7 @@ from trioagent.exception import (
     ToolInterruptedError,
     ToolJSONDecodeError,
     ToolNotFoundError,
+    TrioagentError,
     error_info,
 )
 from trioagent.types import ErrorInfo, ErrorType
@@ -134,3 +142,85 @@ async def test_cancelled_leaves_are_ignored() -> None:
     assert scope.cancelled_caught
     group = BaseExceptionGroup("mixed", [cancelled[0], ModelAuthenticationError("no key")])
     assert error_info(group) == ErrorInfo(type=ErrorType.AUTHENTICATION, message="no key")
+
+
+# -- one root -----------------------------------------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+#: Signals that never leave the library (each caught where it is raised, or inside the espeak
+#: helper process): not under TrioagentError, so no ``except TrioagentError`` can swallow them.
+#: docs/errors.md names them.
+INTERNAL_SIGNALS = {
+    "trioagent.agent._reply.StopReply",
+    "trioagent.testing._server_wire.Abort",
+    "trioagent.testing._server_wire.ClientGone",
+    "trioagent.tts._espeak_cli.EspeakLibraryError",
+}
+
+
+def _exception_classes() -> dict[str, type[BaseException]]:
+    """Every exception class defined in a trioagent module, by qualified name."""
+    import trioagent
+
+    found: dict[str, type[BaseException]] = {}
+    for info in pkgutil.walk_packages(trioagent.__path__, "trioagent."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == info.name
+            ):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_exception_class_derives_from_trioagent_error() -> None:
+    classes = _exception_classes()
+    assert len(classes) > 40  # the walk found the library's classes
+    outside = {name for name, cls in classes.items() if not issubclass(cls, TrioagentError)}
+    assert outside == INTERNAL_SIGNALS
+
+
+def test_docs_draw_every_exception_class() -> None:
+    doc = (ROOT / "docs" / "errors.md").read_text()
+    missing = {name for name in _exception_classes() if name.rsplit(".", 1)[1] not in doc}
+    assert not missing
+
+
+def test_the_root_is_exported_from_the_package() -> None:
+    import trioagent
+
+    assert trioagent.TrioagentError is TrioagentError
+    assert "TrioagentError" in trioagent.__all__
+
+
+def test_a_timeout_is_also_a_timeout_error() -> None:
+    exc = ModelTimeoutError("read stalled", retryable=True)
+    assert isinstance(exc, TimeoutError)
+    assert isinstance(exc, ModelConnectionError)
+    assert str(exc) == "read stalled"
+    assert exc.retryable
+    assert error_info(exc).type is ErrorType.CONNECTION
+    with pytest.raises(TimeoutError):
+        raise exc
+
+
+def test_builtin_kinds_are_kept_under_the_root() -> None:
+    from trioagent.serialization import SerializationError
+    from trioagent.skill import SkillFormatError
+    from trioagent.testing import SweepViolation
+
+    assert issubclass(SerializationError, ValueError)
+    assert issubclass(SkillFormatError, ValueError)
+    assert issubclass(SweepViolation, AssertionError)
+    assert issubclass(MissingExtraError, ImportError)
+
+
+def test_a_missing_extra_is_a_setup_error() -> None:
+    exc = MissingExtraError("trioagent.mcp", "mcp", module="mcp")
+    assert str(exc) == "trioagent.mcp needs the 'mcp' extra: pip install 'trioagent[mcp]'"
+    assert (exc.feature, exc.extra, exc.name) == ("trioagent.mcp", "mcp", "mcp")
+    assert error_info(exc).type is ErrorType.SETUP

@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from formatter_kit import (
     OPENAI_LIKE,
@@ -203,9 +203,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.urls: list[str] = []
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.urls.append(str(request.url))
-        return httpx.Response(200, content=b"remote bytes")
+        return httpx2.Response(200, content=b"remote bytes")
 
 
 REMOTE_B64 = base64.b64encode(b"remote bytes").decode()
@@ -237,7 +237,7 @@ async def test_remote_image_uses_the_given_http_client(
         hint = HintBlock(hint=[TextBlock(text="h"), block])
         msgs = [AssistantMsg("a", [TextBlock(text="t"), hint])]
     recorder = _Recorder()
-    async with httpx.AsyncClient(transport=httpx.MockTransport(recorder)) as client:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(recorder)) as client:
         out = await cls(input_types=WITH_IMAGES).format(msgs, http_client=client)
     text = dumped(out)
     # Either passed on by URL, or downloaded through the client the model passed in.
@@ -251,11 +251,11 @@ async def test_remote_image_uses_the_given_http_client(
     "cls", [AnthropicChatFormatter, GeminiChatFormatter, OllamaChatFormatter], ids=str
 )
 async def test_failed_download_is_a_value_error(cls: type[FormatterBase]) -> None:
-    def not_found(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(404)
+    def not_found(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(404)
 
     msgs = [UserMsg("u", [TextBlock(text="look"), url_block("https://x.test/a.png", "image/png")])]
-    async with httpx.AsyncClient(transport=httpx.MockTransport(not_found)) as client:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(not_found)) as client:
         with pytest.raises(ValueError, match="could not download"):
             await cls().format(msgs, http_client=client)
 

@@ -2,7 +2,7 @@
 
 The Gemini endpoints are custom routes of ``serve_openai_compatible``: every call goes through
 real sockets, real HTTP/1.1 (chunked SSE with Gemini's ``\\r\\n`` line endings) and real SSE
-parsing; httpx is never patched.  Tests whose retries sleep use ``autojump_clock`` with the
+parsing; httpx2 is never patched.  Tests whose retries sleep use ``autojump_clock`` with the
 model's read/connect timeouts off, so a clock jump can never fire a network deadline while
 data is in flight on loopback.
 """

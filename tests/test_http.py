@@ -5,7 +5,7 @@ Covers ``parse_retry_after``, the error mapping (``error_from_response``,
 ``parse_event``, ``response_json``, ``incomplete_stream_error``, ``HTTPClientOwner``, and the
 I/O helpers ``send_request``, ``read_decoded`` and ``stream_sse``.  The I/O helpers run
 against real loopback servers (``serve_openai_compatible``, or a raw trio socket server for a
-body cut short); httpx is never patched and nothing sleeps in real time (stalls run under
+body cut short); httpx2 is never patched and nothing sleeps in real time (stalls run under
 ``autojump_clock``).
 
 The second half calls ``OpenAIChatModel`` where a test needs byte-level control of what
@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 import trio.lowlevel
@@ -127,18 +127,18 @@ def error_body(message: str = "nope", code: str | None = "bad") -> bytes:
     ],
 )
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
-    assert parse_retry_after(httpx.Headers(headers)) == expected
+    assert parse_retry_after(httpx2.Headers(headers)) == expected
 
 
 def test_parse_retry_after_http_date_in_the_future() -> None:
-    headers = httpx.Headers({"Retry-After": http_date(120)})
+    headers = httpx2.Headers({"Retry-After": http_date(120)})
 
     # HTTP-dates have whole seconds: up to one second is lost in the formatting.
     assert parse_retry_after(headers) == pytest.approx(119.5, abs=1.0)
 
 
 def test_parse_retry_after_http_date_in_the_past_is_zero() -> None:
-    assert parse_retry_after(httpx.Headers({"Retry-After": http_date(-3600)})) == 0.0
+    assert parse_retry_after(httpx2.Headers({"Retry-After": http_date(-3600)})) == 0.0
 
 
 # -- error_from_response -----------------------------------------------------------------------
@@ -154,7 +154,7 @@ def _http_server_error_page(code: int, message: str, explain: str) -> bytes:
 
 def test_an_html_error_page_is_one_summary_line() -> None:
     body = _http_server_error_page(501, "Unsupported method ('POST')", "Not supported.")
-    error = error_from_response(501, httpx.Headers({"content-type": "text/html"}), body)
+    error = error_from_response(501, httpx2.Headers({"content-type": "text/html"}), body)
     text = str(error)
     assert "\n" not in text
     assert "<" not in text
@@ -162,10 +162,10 @@ def test_an_html_error_page_is_one_summary_line() -> None:
     assert "Unsupported method ('POST')" in text
     lower = b"<html><head><title>502 Bad Gateway</title><style>p{x}</style></head><body>"
     lower += b"<center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
-    assert str(error_from_response(502, httpx.Headers(), lower)) == (
+    assert str(error_from_response(502, httpx2.Headers(), lower)) == (
         "HTTP 502 (HTML page) 502 Bad Gateway: nginx"
     )
-    assert "(HTML page)" not in str(error_from_response(500, httpx.Headers(), b"<b>plain</b>"))
+    assert "(HTML page)" not in str(error_from_response(500, httpx2.Headers(), b"<b>plain</b>"))
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_an_html_error_page_is_one_summary_line() -> None:
 def test_error_from_response_status_mapping(
     status: int, cls: type[ModelError], retryable: bool, carries_retry_after: bool
 ) -> None:
-    headers = httpx.Headers({"Retry-After": "7"})
+    headers = httpx2.Headers({"Retry-After": "7"})
 
     exc = error_from_response(status, headers, error_body("the message", "the_code"))
 
@@ -226,7 +226,7 @@ def test_error_from_response_status_mapping(
 def test_error_from_response_provider_message_and_code(
     body: dict[str, Any], message: str, code: str | None
 ) -> None:
-    exc = error_from_response(400, httpx.Headers(), json.dumps(body).encode())
+    exc = error_from_response(400, httpx2.Headers(), json.dumps(body).encode())
 
     assert exc.message == message
     assert exc.code == code
@@ -246,7 +246,7 @@ def test_error_from_response_provider_message_and_code(
     ],
 )
 def test_error_from_response_raw_body_as_message(body: bytes, message: str) -> None:
-    exc = error_from_response(502, httpx.Headers(), body)
+    exc = error_from_response(502, httpx2.Headers(), body)
 
     assert type(exc) is ModelUpstreamError
     assert exc.message == message
@@ -256,7 +256,7 @@ def test_error_from_response_raw_body_as_message(body: bytes, message: str) -> N
     "body", [b'{"error": {"code": "c1"}}', b'{"error": {"code": "c1", "message": ""}}']
 )
 def test_error_from_response_keeps_the_code_of_a_body_without_message(body: bytes) -> None:
-    exc = error_from_response(400, httpx.Headers(), body)
+    exc = error_from_response(400, httpx2.Headers(), body)
 
     assert exc.code == "c1"
     assert exc.message == body.decode()  # never an empty message
@@ -275,7 +275,7 @@ def test_error_from_response_keeps_the_code_of_a_body_without_message(body: byte
 def test_error_from_response_empty_body_uses_the_reason_phrase(
     status: int, message: str, body: bytes
 ) -> None:
-    exc = error_from_response(status, httpx.Headers(), body)
+    exc = error_from_response(status, httpx2.Headers(), body)
 
     assert exc.message == message
     assert exc.code is None
@@ -290,7 +290,7 @@ def test_error_from_response_empty_body_uses_the_reason_phrase(
     ],
 )
 def test_error_from_response_redacts_the_message(body: bytes) -> None:
-    exc = error_from_response(401, httpx.Headers(), body, redact=REDACT)
+    exc = error_from_response(401, httpx2.Headers(), body, redact=REDACT)
 
     assert KEY not in exc.message
     assert KEY not in str(exc)
@@ -300,20 +300,20 @@ def test_error_from_response_redacts_the_message(body: bytes) -> None:
 def test_error_from_response_redacts_a_key_cut_by_the_truncation() -> None:
     body = ("a" * 490 + KEY + "b" * 100).encode()
 
-    exc = error_from_response(500, httpx.Headers(), body, redact=REDACT)
+    exc = error_from_response(500, httpx2.Headers(), body, redact=REDACT)
 
     assert KEY[:10] not in exc.message
 
 
 def test_error_from_response_redacts_the_code() -> None:
-    exc = error_from_response(400, httpx.Headers(), error_body("bad", f"key_{KEY}"), redact=REDACT)
+    exc = error_from_response(400, httpx2.Headers(), error_body("bad", f"key_{KEY}"), redact=REDACT)
 
     assert exc.code == "key_***"
     assert KEY not in str(exc)
 
 
 def test_error_object_in_a_2xx_response_is_an_upstream_error_not_retried() -> None:
-    exc = error_from_response(200, httpx.Headers(), error_body("quota", "insufficient_quota"))
+    exc = error_from_response(200, httpx2.Headers(), error_body("quota", "insufficient_quota"))
 
     assert type(exc) is ModelUpstreamError
     assert (exc.status_code, exc.message, exc.code) == (200, "quota", "insufficient_quota")
@@ -365,16 +365,16 @@ def test_error_from_payload_redacts_the_code() -> None:
 @pytest.mark.parametrize(
     ("exc", "wording"),
     [
-        (httpx.ConnectTimeout("slow"), "timed out connecting"),
-        (httpx.ReadTimeout("slow"), "timed out waiting for data"),
-        (httpx.WriteTimeout("slow"), "timed out sending the request"),
-        (httpx.PoolTimeout("slow"), "timed out waiting for a free connection"),
-        (httpx.TimeoutException("slow"), "timed out waiting"),
+        (httpx2.ConnectTimeout("slow"), "timed out connecting"),
+        (httpx2.ReadTimeout("slow"), "timed out waiting for data"),
+        (httpx2.WriteTimeout("slow"), "timed out sending the request"),
+        (httpx2.PoolTimeout("slow"), "timed out waiting for a free connection"),
+        (httpx2.TimeoutException("slow"), "timed out waiting"),
     ],
 )
 @pytest.mark.parametrize("phase", ["request", "body"])
 def test_error_from_transport_timeouts(
-    exc: httpx.TimeoutException, wording: str, phase: Any
+    exc: httpx2.TimeoutException, wording: str, phase: Any
 ) -> None:
     error = error_from_transport(exc, phase=phase, url="http://h:1/v1")
 
@@ -387,7 +387,7 @@ def test_error_from_transport_timeouts(
 
 def test_error_from_transport_request_phase_is_a_connection_error() -> None:
     error = error_from_transport(
-        httpx.ConnectError("refused"), phase="request", url="https://api.example.com/v1"
+        httpx2.ConnectError("refused"), phase="request", url="https://api.example.com/v1"
     )
 
     assert type(error) is ModelConnectionError
@@ -398,7 +398,7 @@ def test_error_from_transport_request_phase_is_a_connection_error() -> None:
 
 
 def test_error_from_transport_body_phase_is_a_retryable_stream_error() -> None:
-    error = error_from_transport(httpx.RemoteProtocolError("peer closed"), phase="body")
+    error = error_from_transport(httpx2.RemoteProtocolError("peer closed"), phase="body")
 
     assert type(error) is ModelStreamError
     assert error.retryable  # ModelStreamError is not retryable by default
@@ -408,7 +408,7 @@ def test_error_from_transport_body_phase_is_a_retryable_stream_error() -> None:
 
 
 def test_error_from_transport_without_url_or_detail() -> None:
-    error = error_from_transport(httpx.ReadError(""), phase="request")
+    error = error_from_transport(httpx2.ReadError(""), phase="request")
 
     assert error.message == "could not reach the provider: ReadError"
 
@@ -430,11 +430,11 @@ def test_error_from_transport_without_url_or_detail() -> None:
     ],
 )
 def test_safe_url(url: str, expected: str) -> None:
-    assert safe_url(httpx.URL(url)) == expected
+    assert safe_url(httpx2.URL(url)) == expected
 
 
 def test_safe_url_ipv6_host_keeps_its_brackets() -> None:
-    assert safe_url(httpx.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
+    assert safe_url(httpx2.URL("http://[::1]:8080/v1?k=1")) == "http://[::1]:8080/v1"
 
 
 @pytest.mark.parametrize(
@@ -501,7 +501,7 @@ def test_parse_event_redacts_before_it_cuts() -> None:
 
 
 def test_response_json_returns_the_object() -> None:
-    response = httpx.Response(200, json={"id": "r1"})
+    response = httpx2.Response(200, json={"id": "r1"})
 
     assert response_json(response, model="gpt-x") == {"id": "r1"}
 
@@ -510,16 +510,16 @@ def test_response_json_returns_the_object() -> None:
     ("response", "match"),
     [
         (
-            httpx.Response(200, text="<html>oops</html>"),
+            httpx2.Response(200, text="<html>oops</html>"),
             r"response of 'gpt-x' is not JSON: '<html>oops</html>'",
         ),
-        (httpx.Response(200, json=[1, 2]), r"unexpected response of 'gpt-x': \[1, 2\]"),
-        (httpx.Response(200, json="text"), r"unexpected response of 'gpt-x': 'text'"),
+        (httpx2.Response(200, json=[1, 2]), r"unexpected response of 'gpt-x': \[1, 2\]"),
+        (httpx2.Response(200, json="text"), r"unexpected response of 'gpt-x': 'text'"),
     ],
 )
 @pytest.mark.parametrize("retryable", [None, False, True])
 def test_response_json_rejects(
-    response: httpx.Response, match: str, retryable: bool | None
+    response: httpx2.Response, match: str, retryable: bool | None
 ) -> None:
     with pytest.raises(ModelUpstreamError, match=match) as info:
         response_json(response, model="gpt-x", retryable=retryable)
@@ -531,11 +531,11 @@ def test_response_json_rejects(
 @pytest.mark.parametrize(
     "response",
     [
-        httpx.Response(200, text="<p>" + "x" * 190 + KEY + "</p>"),  # the key spans the cut
-        httpx.Response(200, json=[f"key {KEY}"]),
+        httpx2.Response(200, text="<p>" + "x" * 190 + KEY + "</p>"),  # the key spans the cut
+        httpx2.Response(200, json=[f"key {KEY}"]),
     ],
 )
-def test_response_json_redacts_the_quoted_body(response: httpx.Response) -> None:
+def test_response_json_redacts_the_quoted_body(response: httpx2.Response) -> None:
     with pytest.raises(ModelUpstreamError) as info:
         response_json(response, model="gpt-x", redact=REDACT)
 
@@ -543,7 +543,7 @@ def test_response_json_redacts_the_quoted_body(response: httpx.Response) -> None
 
 
 def test_response_json_truncates_the_body_in_the_message() -> None:
-    response = httpx.Response(200, text="x" * 1000)
+    response = httpx2.Response(200, text="x" * 1000)
 
     with pytest.raises(ModelUpstreamError) as info:
         response_json(response, model="m")
@@ -562,14 +562,14 @@ async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=5) as client:
+async def client() -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(timeout=5) as client:
         yield client
 
 
 def chat_request(
-    client: httpx.AsyncClient, server: OpenAICompatibleServer, *, stream: bool
-) -> httpx.Request:
+    client: httpx2.AsyncClient, server: OpenAICompatibleServer, *, stream: bool
+) -> httpx2.Request:
     return client.build_request(
         "POST",
         f"{server.base_url}/chat/completions",
@@ -580,7 +580,7 @@ def chat_request(
 
 @pytest.mark.parametrize("stream", [True, False])
 async def test_send_request_returns_a_2xx_response(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient, stream: bool
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, stream: bool
 ) -> None:
     server.push("Hello")
     request = chat_request(client, server, stream=stream)
@@ -614,8 +614,8 @@ async def test_request_body_yields_its_bytes_once_per_iteration() -> None:
     await body.aclose()
 
 
-class _Chunks(httpx.AsyncByteStream):
-    """A streamed request body (not an ``httpx.ByteStream``), without an async generator."""
+class _Chunks(httpx2.AsyncByteStream):
+    """A streamed request body (not an ``httpx2.ByteStream``), without an async generator."""
 
     def __init__(self, *chunks: bytes) -> None:
         self._chunks = list(chunks)
@@ -630,7 +630,7 @@ class _Chunks(httpx.AsyncByteStream):
 
 
 async def test_send_request_sends_a_streamed_request_body_as_given(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.add_route("POST", "/v1/upload", lambda r: ScriptedResponse.json({"n": len(r.raw_body)}))
     request = client.build_request(
@@ -645,7 +645,7 @@ async def test_send_request_sends_a_streamed_request_body_as_given(
 
 @pytest.mark.parametrize("stream", [True, False])
 async def test_send_request_raises_the_typed_error_and_closes_the_response(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient, stream: bool
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, stream: bool
 ) -> None:
     server.push(
         ScriptedError(
@@ -687,7 +687,7 @@ async def test_send_request_raises_the_typed_error_and_closes_the_response(
 )
 async def test_send_request_4xx_from_a_custom_route(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     status: int,
     cls: type[ModelError],
 ) -> None:
@@ -711,7 +711,7 @@ async def test_send_request_4xx_from_a_custom_route(
 
 
 async def test_send_request_uses_the_given_error_mapper(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.add_route(
         "POST", "/v1/thing", lambda r: ScriptedResponse(status=418, body=b"short and stout")
@@ -719,7 +719,7 @@ async def test_send_request_uses_the_given_error_mapper(
     seen: list[tuple[int, bytes, str]] = []
 
     def mapper(
-        status: int, headers: httpx.Headers, body: bytes, *, redact: Callable[[str], str]
+        status: int, headers: httpx2.Headers, body: bytes, *, redact: Callable[[str], str]
     ) -> ModelError:
         seen.append((status, body, redact(KEY)))
         return ModelPermissionError("mapped", status_code=status)
@@ -742,7 +742,7 @@ def add_stalled_error_route(server: OpenAICompatibleServer) -> None:
 
 async def test_send_request_cancelled_while_reading_an_error_body_closes_the_connection(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     add_stalled_error_route(server)
@@ -760,7 +760,7 @@ async def test_send_request_cancelled_while_reading_an_error_body_closes_the_con
 
 async def test_send_request_error_body_stalled_past_the_read_timeout(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     add_stalled_error_route(server)
@@ -810,7 +810,7 @@ def chunked(status: str, *pieces: bytes, media_type: str = "text/event-stream") 
 
 @pytest.mark.parametrize("stream", [True, False])
 async def test_send_request_error_body_cut_short_falls_back_to_the_reason_phrase(
-    nursery: trio.Nursery, client: httpx.AsyncClient, stream: bool
+    nursery: trio.Nursery, client: httpx2.AsyncClient, stream: bool
 ) -> None:
     base = await start_raw_server(
         nursery,
@@ -834,7 +834,7 @@ async def test_send_request_error_body_cut_short_falls_back_to_the_reason_phrase
 
 
 async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreachable(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     """The response arrived, its body did not: retryable as a cut stream, not reported as
     "could not reach the provider"."""
@@ -855,7 +855,7 @@ async def test_send_request_success_body_cut_short_is_a_stream_error_not_unreach
 
 
 async def test_send_request_non_streaming_success_reads_the_body(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     base = await start_raw_server(
         nursery,
@@ -867,7 +867,7 @@ async def test_send_request_non_streaming_success_reads_the_body(
     assert response.is_closed
 
 
-async def test_send_request_connection_refused(client: httpx.AsyncClient) -> None:
+async def test_send_request_connection_refused(client: httpx2.AsyncClient) -> None:
     probe = trio.socket.socket()
     await probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -887,7 +887,7 @@ async def test_send_request_connection_refused(client: httpx.AsyncClient) -> Non
     assert str(exc).startswith(f"at http://127.0.0.1:{port}/v1/chat: could not reach")
     for secret in ("hunter2", "user", "s3cr3t", "key="):
         assert secret not in str(exc)
-    assert isinstance(exc.__cause__, httpx.ConnectError)
+    assert isinstance(exc.__cause__, httpx2.ConnectError)
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -902,7 +902,7 @@ async def test_send_request_never_follows_a_redirect(
         f"HTTP/1.1 {status} Moved\r\nLocation: https://user:{KEY}@api.example.test/v1/chat?"
         f"key={KEY}\r\nContent-Length: 0\r\n\r\n".encode(),
     )
-    async with httpx.AsyncClient(timeout=5, follow_redirects=True) as client:
+    async with httpx2.AsyncClient(timeout=5, follow_redirects=True) as client:
         request = client.build_request("POST", f"{base}/v1/chat", json={})
         with pytest.raises(ModelInvalidRequestError) as info:
             await send_request(client, request, stream=stream, redact=REDACT)
@@ -927,7 +927,7 @@ async def test_send_request_never_follows_a_redirect(
     ],
 )
 async def test_send_request_redirect_target_variants(
-    nursery: trio.Nursery, client: httpx.AsyncClient, location: str | None, target: str
+    nursery: trio.Nursery, client: httpx2.AsyncClient, location: str | None, target: str
 ) -> None:
     header = f"Location: {location}\r\n" if location is not None else ""
     base = await start_raw_server(
@@ -945,10 +945,10 @@ async def test_send_request_redirect_target_variants(
 
 
 def test_error_from_redirect_quotes_a_location_that_is_no_url() -> None:
-    """(httpx itself rejects such a response before ``send_request`` sees it.)"""
-    headers = httpx.Headers({"Location": f"http://[::1/{KEY}"})
+    """(httpx2 itself rejects such a response before ``send_request`` sees it.)"""
+    headers = httpx2.Headers({"Location": f"http://[::1/{KEY}"})
 
-    exc = error_from_redirect(302, httpx.URL("http://h/v1"), headers, redact=REDACT)
+    exc = error_from_redirect(302, httpx2.URL("http://h/v1"), headers, redact=REDACT)
 
     assert exc.message == (
         "redirects to 'http://[::1/***' "
@@ -957,14 +957,14 @@ def test_error_from_redirect_quotes_a_location_that_is_no_url() -> None:
     assert exc.endpoint == "http://h/v1"
 
 
-def json_route(server: OpenAICompatibleServer, payload: Any) -> httpx.URL:
+def json_route(server: OpenAICompatibleServer, payload: Any) -> httpx2.URL:
     """Answer ``POST /v1/json`` with ``payload`` as ``application/json`` (status 200)."""
     server.add_route("POST", "/v1/json", lambda r: ScriptedResponse.json(payload))
-    return httpx.URL(f"{server.base_url}/json")
+    return httpx2.URL(f"{server.base_url}/json")
 
 
 async def test_stream_sse_json_error_object_raises_the_mapped_error(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     url = json_route(server, {"error": {"message": f"quota of {KEY}", "code": "quota"}})
 
@@ -985,7 +985,7 @@ async def test_stream_sse_json_error_object_raises_the_mapped_error(
 
 
 async def test_stream_sse_other_json_goes_to_json_body(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     url = json_route(server, {"id": "x", "answer": 42})
     seen: list[dict[str, Any]] = []
@@ -1003,7 +1003,7 @@ async def test_stream_sse_other_json_goes_to_json_body(
 
 @pytest.mark.parametrize("understood", [False, None])
 async def test_stream_sse_json_nobody_understands_is_a_stream_error(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient, understood: bool | None
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, understood: bool | None
 ) -> None:
     url = json_route(server, {"status": "queued", "token": KEY})
 
@@ -1031,7 +1031,7 @@ async def test_stream_sse_json_nobody_understands_is_a_stream_error(
 
 
 async def test_stream_sse_json_in_pieces_labelled_as_an_event_stream_is_json(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     """The body decides, not the ``Content-Type``; blank lines may come first."""
     pieces = [b"\r\n", b"  ", b'{"error": {"mess', b'age": "overloaded", "code": "busy"}}']
@@ -1050,7 +1050,7 @@ async def test_stream_sse_json_in_pieces_labelled_as_an_event_stream_is_json(
 
 
 async def test_stream_sse_event_stream_labelled_as_json_is_still_streamed(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     pieces = ["\ufeff\n".encode(), b'data: {"n": 1}\n\n', b"data: [DONE]\n\n"]
     server.add_route(
@@ -1099,7 +1099,7 @@ class Handler:
 
 
 async def read_lines(
-    client: httpx.AsyncClient, url: str, handler: Handler, *, with_close: bool = True
+    client: httpx2.AsyncClient, url: str, handler: Handler, *, with_close: bool = True
 ) -> bool:
     response = await send_request(client, client.build_request("GET", url), stream=True)
     try:
@@ -1127,7 +1127,7 @@ def lines_route(server: OpenAICompatibleServer) -> Callable[[list[bytes]], str]:
 
 async def test_read_decoded_stops_handling_at_the_terminator_and_reads_the_rest(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     lines_route: Callable[[list[bytes]], str],
 ) -> None:
     url = lines_route([b"a\nb\nSTOP\nc\n", b"d\n"])
@@ -1153,7 +1153,7 @@ async def test_read_decoded_stops_handling_at_the_terminator_and_reads_the_rest(
     ],
 )
 async def test_read_decoded_end_of_body(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     lines_route: Callable[[list[bytes]], str],
     pieces: list[bytes],
     with_close: bool,
@@ -1168,7 +1168,7 @@ async def test_read_decoded_end_of_body(
 
 
 async def test_read_decoded_cut_after_the_terminator_is_a_success(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     base = await start_raw_server(nursery, chunked("200 OK", b"a\nSTOP\n", b"more\n"))
     handler = Handler("STOP")
@@ -1180,7 +1180,7 @@ async def test_read_decoded_cut_after_the_terminator_is_a_success(
 
 
 async def test_read_decoded_cut_before_the_terminator_is_a_stream_error(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     base = await start_raw_server(nursery, chunked("200 OK", b"a\nb\n"))
     handler = Handler("STOP")
@@ -1189,14 +1189,14 @@ async def test_read_decoded_cut_before_the_terminator_is_a_stream_error(
         await read_lines(client, f"{base}/lines", handler)
 
     assert info.value.retryable
-    assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
+    assert isinstance(info.value.__cause__, httpx2.RemoteProtocolError)
     assert handler.seen == ["a", "b"]
     assert open_connections(client) == []
 
 
 async def test_read_decoded_stalled_past_the_read_timeout(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     server.add_route(
@@ -1215,7 +1215,7 @@ async def test_read_decoded_stalled_past_the_read_timeout(
 
 async def test_read_decoded_handler_error_closes_the_connection(
     server: OpenAICompatibleServer,
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     lines_route: Callable[[list[bytes]], str],
 ) -> None:
     url = lines_route([b"a\n", b"b\n", b"c\n"])
@@ -1234,7 +1234,7 @@ async def test_read_decoded_handler_error_closes_the_connection(
 
 
 async def test_read_sse_and_stream_sse(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.push("Hi")
     events: list[ServerSentEvent] = []
@@ -1252,7 +1252,7 @@ async def test_read_sse_and_stream_sse(
 
 
 async def test_stream_sse_error_status(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.push(ScriptedError(status=403, message="no access", code="forbidden"))
 
@@ -1275,7 +1275,7 @@ def test_incomplete_stream_error() -> None:
 
 
 class Owner(HTTPClientOwner):
-    def __init__(self, http_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, http_client: httpx2.AsyncClient | None = None) -> None:
         self.read_timeout = 30.0
         self.connect_timeout = 4.0
         self._set_http_client(http_client)
@@ -1285,14 +1285,14 @@ async def test_http_client_owner_creates_and_closes_its_client() -> None:
     async with Owner() as owner:
         client = owner.http_client
         assert owner.http_client is client  # created once
-        assert client.timeout == httpx.Timeout(connect=4.0, read=30.0, write=30.0, pool=4.0)
+        assert client.timeout == httpx2.Timeout(connect=4.0, read=30.0, write=30.0, pool=4.0)
 
     assert client.is_closed
     await owner.aclose()  # closing twice is harmless
 
 
 async def test_http_client_owner_leaves_an_injected_client_open(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
 ) -> None:
     async with Owner(client) as owner:
         assert owner.http_client is client
@@ -1686,7 +1686,7 @@ async def test_redirect_is_not_followed_by_a_client_made_to_follow_redirects(
     server.push("never sent")
     credential = OpenAICredential(api_key=KEY, base_url=f"{server.base_url}/old")
 
-    async with httpx.AsyncClient(follow_redirects=True) as client:
+    async with httpx2.AsyncClient(follow_redirects=True) as client:
         model = OpenAIChatModel("gpt-edge", credential=credential, http_client=client)
         with pytest.raises(ModelInvalidRequestError, match=r"redirects to .*not followed") as info:
             await model(MSGS)
@@ -1790,7 +1790,7 @@ async def test_other_json_instead_of_a_stream_is_a_clear_error(
 
 
 async def test_send_request_refuses_a_huge_content_length_before_reading(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     """A non-streamed 2xx that announces a terabyte is refused at the headers (typed, not
     retried), its connection closed — never buffered."""
@@ -1810,7 +1810,7 @@ async def test_send_request_refuses_a_huge_content_length_before_reading(
 
 
 async def test_send_request_stops_reading_a_chunked_body_past_the_limit(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     """A chunked 2xx announces no length: it is read only up to MAX_BODY_SIZE, then refused
     (typed, not retried) with its connection closed, while the server would go on forever."""
@@ -1844,7 +1844,7 @@ async def test_send_request_stops_reading_a_chunked_body_past_the_limit(
 
 
 async def test_stream_sse_invalid_utf8_mid_stream_is_replaced_not_fatal(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     """Bytes that are no UTF-8 in the middle of an event become U+FFFD; the stream goes on."""
     base = await start_raw_server(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
+import httpx2
 import pytest
 import trio
 from provider_kit import Sink, busy, response_texts
@@ -161,8 +161,8 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
                 pytest.fail(
                     f"the llama.cpp server was not ready in {READY_WITHIN} s:\n{_tail(log)}"
                 )
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
+            with contextlib.suppress(httpx2.HTTPError):
+                if httpx2.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
                     break
             time.sleep(0.25)
         server = LlamaServer(process, port, log, time.monotonic() - start)

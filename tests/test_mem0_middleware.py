@@ -11,7 +11,7 @@ import logging
 from functools import partial
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 import trio.testing
@@ -823,22 +823,22 @@ async def test_odd_but_valid_json_search_answers(nursery: trio.Nursery, payload:
 @pytest.mark.parametrize(
     "exc",
     [
-        httpx.ReadTimeout("read timed out"),
-        httpx.ConnectTimeout("connect timed out"),
-        httpx.ConnectError("refused"),
-        httpx.RemoteProtocolError("peer closed"),
+        httpx2.ReadTimeout("read timed out"),
+        httpx2.ConnectTimeout("connect timed out"),
+        httpx2.ConnectError("refused"),
+        httpx2.RemoteProtocolError("peer closed"),
     ],
 )
 async def test_transport_failures_become_mem0_errors_and_the_reply_completes(
     caplog: pytest.LogCaptureFixture, exc: Exception
 ) -> None:
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
         raise exc
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     client = Mem0PlatformClient(KEY, host="http://mem0.invalid", http_client=http)
     with pytest.raises(Mem0APIError) as info:
         await client.add("x", user_id="u")

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 import attrs
-import httpx
+import httpx2
 import pydantic
 import pytest
 import trio
@@ -623,7 +623,7 @@ async def test_own_client_closed_injected_client_left_open() -> None:
         assert model.http_client is client
     assert client.is_closed
 
-    async with httpx.AsyncClient() as injected:
+    async with httpx2.AsyncClient() as injected:
         model = FakeModel([], http_client=injected)
         await model.aclose()
         assert model.http_client is injected

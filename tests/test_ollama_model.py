@@ -2,7 +2,7 @@
 
 The loopback server answers ``POST /api/chat`` through a custom route with NDJSON bodies sent
 piece by piece (chunked), so every test exercises real sockets, real chunked transfer and the
-real line decoder; httpx is never patched.  Tests with backoff sleeps or timeouts use
+real line decoder; httpx2 is never patched.  Tests with backoff sleeps or timeouts use
 ``autojump_clock`` (loopback I/O completes without waiting, so only the sleeps jump).
 """
 

@@ -1,7 +1,7 @@
 """OpenAIChatModel (trioagent/model/_openai.py) over the real loopback server.
 
 Every call goes through real sockets, real HTTP/1.1 and real SSE parsing to
-``serve_openai_compatible``; httpx is never patched.  Tests that involve backoff sleeps use
+``serve_openai_compatible``; httpx2 is never patched.  Tests that involve backoff sleeps use
 ``autojump_clock`` (loopback I/O completes without waiting, so only the sleeps jump).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 import trio.lowlevel
@@ -788,11 +788,41 @@ async def test_history_with_tool_calls_round_trips(
 
 async def test_injected_client_is_used_and_left_open(server: OpenAICompatibleServer) -> None:
     server.push("hi")
-    async with httpx.AsyncClient() as client:
+    async with httpx2.AsyncClient() as client:
         model = OpenAIChatModel("m", credential=server.credential(), http_client=client)
         await model(MSGS)
         await model.aclose()
         assert not client.is_closed
+
+
+async def test_injected_client_is_the_httpx2_client_openai_and_mcp_use(
+    server: OpenAICompatibleServer,
+) -> None:
+    """``http_client=`` takes an ``httpx2.AsyncClient`` (the class ``openai`` and ``mcp`` take),
+    so one pool can serve them all: the call goes through the client's own hooks and pool, and
+    the client's transport errors are the model layer's typed errors."""
+    server.push("hi")
+    sent: list[httpx2.Request] = []
+
+    async def record(request: httpx2.Request) -> None:
+        sent.append(request)
+
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    closed_port = listener.getsockname()[1]
+    listener.close()  # nothing listens on this port now
+    unreachable = OpenAICredential(api_key="k", base_url=f"http://127.0.0.1:{closed_port}/v1")
+    async with httpx2.AsyncClient(event_hooks={"request": [record]}) as client:
+        model = OpenAIChatModel("m", credential=server.credential(), http_client=client)
+        final = await model(MSGS)
+        assert text_of(final) == "hi"
+        assert [r.url.path for r in sent] == ["/v1/chat/completions"]
+        assert len(open_connections(client)) == 1  # pooled idle in the shared client
+
+        down = OpenAIChatModel("m", credential=unreachable, http_client=client, max_retries=0)
+        with pytest.raises(ModelConnectionError, match="could not reach") as info:
+            await down(MSGS)
+        assert isinstance(info.value.__cause__, httpx2.ConnectError)
 
 
 # -- odd but valid chunks --------------------------------------------------------------------

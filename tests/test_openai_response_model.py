@@ -2,7 +2,7 @@
 
 The Responses endpoint is a custom route of ``serve_openai_compatible`` (``POST
 /v1/responses``) replaying scripted bodies — a recorded transcript byte for byte — over real
-sockets, HTTP/1.1 and SSE parsing; httpx is never patched.  Tests with backoff sleeps use
+sockets, HTTP/1.1 and SSE parsing; httpx2 is never patched.  Tests with backoff sleeps use
 ``autojump_clock``.
 """
 

@@ -9,7 +9,7 @@ quoting a short, redacted excerpt — never a raw ``AttributeError``/``KeyError`
 error message must not contain (redaction), and the parser's exception is not chained (it may
 quote the payload unredacted).
 
-The loopback server answers through custom routes with raw SSE / NDJSON bodies; httpx is never
+The loopback server answers through custom routes with raw SSE / NDJSON bodies; httpx2 is never
 patched.
 """
 

@@ -1,6 +1,6 @@
 """The scripted OpenAI-compatible loopback server of ``trioagent.testing``.
 
-Driven here with a plain httpx client (and raw sockets), to check the wire protocol itself,
+Driven here with a plain httpx2 client (and raw sockets), to check the wire protocol itself,
 then under malformed, concurrent and vanishing clients.
 
 Network tests run on the real clock (an autojumping clock could fire an HTTP deadline while
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 import trio.testing
@@ -41,8 +41,8 @@ async def server(nursery: trio.Nursery) -> OpenAICompatibleServer:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=5) as client:
+async def client() -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(timeout=5) as client:
         yield client
 
 
@@ -55,7 +55,7 @@ def body(stream: bool = False, text: str = "hello", **extra: Any) -> dict[str, A
     }
 
 
-async def sse_chunks(client: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> list[Any]:
+async def sse_chunks(client: httpx2.AsyncClient, url: str, payload: dict[str, Any]) -> list[Any]:
     response = await client.post(url, json=payload)
     assert response.headers["content-type"].startswith("text/event-stream")
     events = [e for e in response.text.split("\n\n") if e]
@@ -110,7 +110,7 @@ async def test_the_server_module_docstring_example(nursery: trio.Nursery):
 
 
 async def test_echo_when_the_script_is_empty(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     response = await client.post(f"{server.base_url}/chat/completions", json=body(text="ping"))
 
@@ -122,7 +122,7 @@ async def test_echo_when_the_script_is_empty(
 
 
 async def test_streamed_reply_wire_format(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.push(
         ScriptedReply(
@@ -161,7 +161,7 @@ async def test_streamed_reply_wire_format(
 
 
 async def test_no_usage_chunk_unless_asked(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     raw = await sse_chunks(client, f"{server.base_url}/chat/completions", body(stream=True))
 
@@ -171,7 +171,7 @@ async def test_no_usage_chunk_unless_asked(
 
 
 async def test_requests_are_recorded(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     await client.post(
         f"{server.base_url}/chat/completions?x=1",
@@ -191,7 +191,7 @@ async def test_requests_are_recorded(
 
 
 async def test_callable_entries_sync_and_async(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     def shout(request: RecordedRequest) -> str:
         return request.last_user_text().upper()
@@ -210,7 +210,7 @@ async def test_callable_entries_sync_and_async(
     assert second.status_code == 503
 
 
-async def test_error_entry(server: OpenAICompatibleServer, client: httpx.AsyncClient) -> None:
+async def test_error_entry(server: OpenAICompatibleServer, client: httpx2.AsyncClient) -> None:
     server.push(
         ScriptedError(
             status=429, message="slow", code="rate_limit", retry_after=2.5, headers={"X-A": "b"}
@@ -227,7 +227,7 @@ async def test_error_entry(server: OpenAICompatibleServer, client: httpx.AsyncCl
     }
 
 
-async def test_raw_sse_entry(server: OpenAICompatibleServer, client: httpx.AsyncClient) -> None:
+async def test_raw_sse_entry(server: OpenAICompatibleServer, client: httpx2.AsyncClient) -> None:
     server.push(ScriptedSSE(events=[": comment\n\n", {"a": 1}], done=False))
 
     response = await client.post(f"{server.base_url}/chat/completions", json=body(stream=True))
@@ -236,7 +236,7 @@ async def test_raw_sse_entry(server: OpenAICompatibleServer, client: httpx.Async
 
 
 async def test_unknown_path_bad_body_and_api_key(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     server: OpenAICompatibleServer = await nursery.start(
         partial(serve_openai_compatible, ["never used"], api_key="sk-k")
@@ -259,7 +259,7 @@ async def test_unknown_path_bad_body_and_api_key(
 
 
 async def test_clean_and_abrupt_cuts(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.push(
         ScriptedReply(text="abcdefgh", chunk_size=2, cut_after=2),
@@ -271,7 +271,7 @@ async def test_clean_and_abrupt_cuts(
     assert len(raw) == 2
     assert "[DONE]" not in raw
 
-    with pytest.raises(httpx.RemoteProtocolError):
+    with pytest.raises(httpx2.RemoteProtocolError):
         await client.post(url, json=body(stream=True))
     with trio.fail_after(5):
         await server.wait_all_closed()
@@ -279,13 +279,13 @@ async def test_clean_and_abrupt_cuts(
 
 
 async def test_stall_until_the_client_goes_away(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     server.push(ScriptedReply(text="abcdef", chunk_size=2, stall_after=1))
     url = f"{server.base_url}/chat/completions"
     received: list[str] = []
 
-    # Cancelled inside the next socket read (so httpx's nested generators all finish); leaving
+    # Cancelled inside the next socket read (so httpx2's nested generators all finish); leaving
     # the block closes the half-read response's connection.
     with trio.CancelScope() as scope:
         async with client.stream("POST", url, json=body(stream=True)) as response:
@@ -302,7 +302,7 @@ async def test_stall_until_the_client_goes_away(
 
 
 async def test_keep_alive_and_client_close(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ) -> None:
     url = f"{server.base_url}/chat/completions"
     await client.post(url, json=body())
@@ -316,7 +316,7 @@ async def test_keep_alive_and_client_close(
     assert server.connections[0].closed_by_client
 
 
-async def test_files(server: OpenAICompatibleServer, client: httpx.AsyncClient) -> None:
+async def test_files(server: OpenAICompatibleServer, client: httpx2.AsyncClient) -> None:
     url = server.add_file("x.png", b"\x89PNG", "image/png")
 
     found = await client.get(url)
@@ -336,7 +336,7 @@ async def test_chat_model_helper_and_non_stream_stall(server: OpenAICompatibleSe
             await model([UserMsg("user", "hi")])
 
 
-async def test_wait_until(server: OpenAICompatibleServer, client: httpx.AsyncClient) -> None:
+async def test_wait_until(server: OpenAICompatibleServer, client: httpx2.AsyncClient) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(client.post, f"{server.base_url}/chat/completions", json=body()))
         with trio.fail_after(5):
@@ -344,7 +344,7 @@ async def test_wait_until(server: OpenAICompatibleServer, client: httpx.AsyncCli
 
 
 async def test_bad_script_entry_is_reported(
-    nursery: trio.Nursery, client: httpx.AsyncClient
+    nursery: trio.Nursery, client: httpx2.AsyncClient
 ) -> None:
     with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 - the server's own nursery
         async with trio.open_nursery() as inner:
@@ -352,7 +352,7 @@ async def test_bad_script_entry_is_reported(
                 serve_openai_compatible,
                 [42],  # not a script entry
             )
-            with contextlib.suppress(httpx.HTTPError):  # the server drops the connection
+            with contextlib.suppress(httpx2.HTTPError):  # the server drops the connection
                 await client.post(f"{server.base_url}/chat/completions", json=body())
             await trio.sleep_forever()  # until the server's error cancels this nursery
 
@@ -367,7 +367,7 @@ async def test_bad_script_entry_is_reported(
     [b"not json", b"[1, 2]", b'{"model": "m"}', b"", b"\xff\xfe", b"null", b'"messages"'],
 )
 async def test_a_malformed_body_gets_a_400_json_error_and_the_server_lives_on(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient, content: bytes
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, content: bytes
 ):
     server.push("scripted")
     url = f"{server.base_url}/chat/completions"
@@ -385,7 +385,7 @@ async def test_a_malformed_body_gets_a_400_json_error_and_the_server_lives_on(
 
 
 async def test_concurrent_requests_each_take_one_entry(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ):
     n = 8
     server.push(*[f"answer {i}" for i in range(n)])
@@ -393,7 +393,7 @@ async def test_concurrent_requests_each_take_one_entry(
     answers: list[str] = []
 
     async def one(i: int) -> None:
-        async with httpx.AsyncClient(timeout=5) as own:  # a connection each
+        async with httpx2.AsyncClient(timeout=5) as own:  # a connection each
             response = await own.post(url, json=chat(f"q{i}", stream=i % 2 == 0))
             answers.append(response.text)
 
@@ -412,7 +412,7 @@ async def test_concurrent_requests_each_take_one_entry(
 
 
 async def test_a_client_vanishing_mid_stream_does_not_crash_the_server(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ):
     server.push(ScriptedReply(text="abcdefgh", chunk_size=1, stall_after=3))
     sock = await trio.open_tcp_stream(server.host, server.port)
@@ -430,7 +430,7 @@ async def test_a_client_vanishing_mid_stream_does_not_crash_the_server(
 
 
 async def test_a_client_vanishing_mid_request_body_records_nothing(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ):
     sock = await trio.open_tcp_stream(server.host, server.port)
     await sock.send_all(raw_request(json.dumps(chat()).encode())[:-5])
@@ -443,7 +443,7 @@ async def test_a_client_vanishing_mid_request_body_records_nothing(
 
 
 async def test_garbage_on_the_wire_closes_that_connection_only(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient
 ):
     sock = await trio.open_tcp_stream(server.host, server.port)
     await sock.send_all(b"NOT HTTP AT ALL\r\n\r\n")
@@ -456,7 +456,7 @@ async def test_garbage_on_the_wire_closes_that_connection_only(
     assert server.requests[-1].body == chat()
 
 
-async def test_wait_all_closed(server: OpenAICompatibleServer, client: httpx.AsyncClient):
+async def test_wait_all_closed(server: OpenAICompatibleServer, client: httpx2.AsyncClient):
     with trio.fail_after(5):
         await server.wait_all_closed()  # nothing accepted yet: returns at once
     await client.post(f"{server.base_url}/chat/completions", json=chat())
@@ -499,7 +499,7 @@ async def test_cancelling_the_servers_nursery_closes_listener_and_connections():
         await trio.open_tcp_stream(server.host, server.port)
 
 
-async def test_recorded_request_bodies(server: OpenAICompatibleServer, client: httpx.AsyncClient):
+async def test_recorded_request_bodies(server: OpenAICompatibleServer, client: httpx2.AsyncClient):
     payload = chat("plain string", stream=True, tools=[{"type": "function"}])
     raw = json.dumps(payload, separators=(",", ":")).encode()
     await client.post(f"{server.base_url}/chat/completions", content=raw)
@@ -518,7 +518,7 @@ async def test_recorded_request_bodies(server: OpenAICompatibleServer, client: h
     assert first.body["messages"]
 
 
-async def test_custom_routes(nursery: trio.Nursery, client: httpx.AsyncClient):
+async def test_custom_routes(nursery: trio.Nursery, client: httpx2.AsyncClient):
     server: OpenAICompatibleServer = await nursery.start(
         partial(serve_openai_compatible, api_key="sk-r")
     )
@@ -570,7 +570,7 @@ async def test_malformed_fields_get_a_400_and_the_server_lives_on(
 ) -> None:
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve_openai_compatible)
-        async with httpx.AsyncClient(timeout=5) as client:
+        async with httpx2.AsyncClient(timeout=5) as client:
             response = await client.post(f"{server.base_url}/chat/completions", json=payload)
             assert response.status_code == status
             if status == 400:
@@ -634,7 +634,7 @@ async def test_the_official_openai_client_lists_and_retrieves_the_model(
 
 async def test_models_need_the_api_key_when_one_is_set(nursery: trio.Nursery) -> None:
     server = await nursery.start(partial(serve_openai_compatible, api_key="sk-test"))
-    async with httpx.AsyncClient(timeout=5) as client:
+    async with httpx2.AsyncClient(timeout=5) as client:
         refused = await client.get(f"{server.base_url}/models")
         listed = await client.get(
             f"{server.base_url}/models/", headers={"Authorization": "Bearer sk-test"}
@@ -647,7 +647,7 @@ async def test_models_need_the_api_key_when_one_is_set(nursery: trio.Nursery) ->
     ("n", "message"), [(2, "Only one completion choice"), (0, "Invalid 'n'"), ("2", "Invalid 'n'")]
 )
 async def test_n_other_than_one_is_refused_as_a_real_server_refuses_it(
-    server: OpenAICompatibleServer, client: httpx.AsyncClient, n: object, message: str
+    server: OpenAICompatibleServer, client: httpx2.AsyncClient, n: object, message: str
 ) -> None:
     response = await client.post(f"{server.base_url}/chat/completions", json=body(n=n))
     assert response.status_code == 400

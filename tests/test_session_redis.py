@@ -5,6 +5,7 @@ the store contract, concurrent writers, a save cancelled while on the wire, and 
 from __future__ import annotations
 
 import gc
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -22,6 +23,7 @@ from session_kit import (
 )
 
 from trioagent.agent import AgentState
+from trioagent.exception import MissingExtraError
 from trioagent.message import UserMsg
 from trioagent.serialization import dumps
 from trioagent.session import (
@@ -109,6 +111,18 @@ async def test_errors_are_clear_and_hide_the_password(redis_url: str) -> None:
         store = RedisSessionStore(client=client, namespace=namespace)
         with pytest.raises(SessionStoreError, match="session 's' cannot be loaded"):
             await store.load("s")
+
+
+async def test_without_the_redis_extra_entering_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "coredis", None)  # as if coredis were not installed
+    store = RedisSessionStore("redis://localhost:1/0", namespace="n")
+    with pytest.raises(MissingExtraError, match=r"pip install 'trioagent\[redis\]'") as info:
+        async with store:
+            pass
+    assert isinstance(info.value, ImportError)
+    assert info.value.name == "coredis"
 
 
 GOOD = b"{}"  # a valid (empty) state

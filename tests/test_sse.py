@@ -149,7 +149,7 @@ def test_any_text_split_yields_the_same_events(stream: str, cuts: list[int]) -> 
 
 @given(stream=event_streams(), cuts=st.lists(st.integers(0, 800), max_size=16))
 def test_any_byte_split_yields_the_same_events(stream: str, cuts: list[int]) -> None:
-    """As fed by httpx: bytes split anywhere, decoded incrementally (as ``aiter_text``)."""
+    """As fed by httpx2: bytes split anywhere, decoded incrementally (as ``aiter_text``)."""
     raw = stream.encode("utf-8")
     points = sorted({min(c, len(raw)) for c in cuts})
     chunks = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]

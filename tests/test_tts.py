@@ -404,7 +404,7 @@ async def test_espeak_missing_program_error_is_clear(tmp_path: Path) -> None:
     message = str(info.value)
     assert str(missing) in message
     assert "apt-get install espeak-ng" in message
-    assert "pip install espeakng-loader" in message
+    assert "pip install 'trioagent[espeak]'" in message
     assert info.value.error_type == "setup"
 
 

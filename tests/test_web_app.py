@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pydantic
 import pytest
 import trio
@@ -50,7 +50,7 @@ def _ends(events: list[AgentEvent]) -> list[str]:
 
 
 async def _stream_until(
-    client: httpx.AsyncClient, body: bytes, n_deltas: int, then: Any
+    client: httpx2.AsyncClient, body: bytes, n_deltas: int, then: Any
 ) -> list[dict[str, Any]]:
     """POST a run, call ``then()`` after ``n_deltas`` text deltas, read the rest."""
     seen: list[dict[str, Any]] = []
@@ -72,7 +72,7 @@ async def _stream_until(
 async def test_a_reply_streams_as_valid_agui_events(nursery, tmp_path) -> None:
     events: dict[str, list[AgentEvent]] = {}
     app = _app(tmp_path, lambda: [words(5)], events)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         response = await client.post("/agui", content=run_body("t1", "hi"))
     assert response.headers["content-type"].startswith("text/event-stream")
     stream = parse_sse(response.content)
@@ -93,7 +93,7 @@ async def test_stop_interrupts_keeps_the_partial_answer_and_the_thread_continues
     events: dict[str, list[AgentEvent]] = {}
     scripts = iter([[words(200)], [text_chunks("again")]])
     app = _app(tmp_path, lambda: next(scripts), events, delay=0.01)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
 
         async def stop() -> None:
             response = await client.post("/agui/stop", json={"threadId": "t1"})
@@ -121,7 +121,7 @@ async def test_stop_interrupts_keeps_the_partial_answer_and_the_thread_continues
 async def test_a_closed_connection_interrupts_the_reply(nursery, tmp_path) -> None:
     events: dict[str, list[AgentEvent]] = {}
     app = _app(tmp_path, lambda: [words(500)], events, delay=0.01)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         # Leaving mid-stream closes the connection.
         await disconnect_after(client.base_url, run_body("t1", "hi"), b"TEXT_MESSAGE_CONTENT")
         with trio.fail_after(10):
@@ -140,7 +140,7 @@ async def test_a_shutdown_interrupts_every_running_reply_first(tmp_path) -> None
     streams: dict[str, list[dict[str, Any]]] = {}
 
     async def client(base: str, thread: str, started: trio.Event) -> None:
-        async with httpx.AsyncClient(base_url=base) as http:
+        async with httpx2.AsyncClient(base_url=base) as http:
 
             async def mark() -> None:
                 started.set()
@@ -173,8 +173,8 @@ async def test_hitl_parks_and_another_app_on_the_store_resumes_it(nursery, tmp_p
     first = _app(tmp_path, lambda: [_time_or_answer], events)
     second = _app(tmp_path, lambda: [_time_or_answer], events)  # another server, same file
     async with (
-        httpx.AsyncClient(base_url=await start(nursery, first)) as one,
-        httpx.AsyncClient(base_url=await start(nursery, second)) as two,
+        httpx2.AsyncClient(base_url=await start(nursery, first)) as one,
+        httpx2.AsyncClient(base_url=await start(nursery, second)) as two,
     ):
         stream = await post_run(one, run_body("t1", "time?"))
         end = check_stream(stream)
@@ -203,7 +203,7 @@ async def test_hitl_parks_and_another_app_on_the_store_resumes_it(nursery, tmp_p
 async def test_a_denied_call_gets_a_denied_result(nursery, tmp_path) -> None:
     scripts = iter([[tool_call_chunks("c1", "ask_time", "{}")], [text_chunks("OK, I won't.")]])
     app = _app(tmp_path, lambda: next(scripts), {})
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         await post_run(client, run_body("t1", "time?"))
         resume = [{"interruptId": "c1", "status": "cancelled"}]
         stream = await post_run(client, run_body("t1", resume=resume))
@@ -217,7 +217,7 @@ async def test_a_denied_call_gets_a_denied_result(nursery, tmp_path) -> None:
 
 async def test_refused_requests_get_clear_errors(nursery, tmp_path) -> None:
     app = _app(tmp_path, lambda: [words(300)], {}, delay=0.01)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         cases = [
             (await client.post("/agui", content=b"{not json"), 400, "RunAgentInput"),
             (await client.post("/agui", content=b'{"threadId": "t"}'), 400, "RunAgentInput"),
@@ -248,7 +248,7 @@ async def test_the_page_is_served_and_the_app_mounts_under_a_prefix(nursery, tmp
     app = _app(tmp_path, lambda: [text_chunks("mounted")], {})
     parent = Starlette(routes=[Mount("/chat", app=app)])
     urls = await nursery.start(serve, parent, "127.0.0.1", 0)  # type: ignore[arg-type]
-    async with httpx.AsyncClient(base_url=urls[0]) as client:
+    async with httpx2.AsyncClient(base_url=urls[0]) as client:
         page = await client.get("/chat/")
         response = await client.post("/chat/agui", content=run_body("t1", "hi"))
         thread = await client.get("/chat/agui/threads/t1")
@@ -307,7 +307,7 @@ async def test_the_lifespan_runs_the_stop_listener_and_a_stop_is_published(
         while bus.listener is None:
             await trio.sleep(0.01)
     assert sent == ["lifespan.startup.complete"]
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
 
         async def stop_from_another_process() -> None:
             response = await client.post("/agui/stop", json={"threadId": "elsewhere"})

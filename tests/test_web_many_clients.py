@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
+import httpx2
 import trio
 from web_kit import (
     Recorder,
@@ -50,8 +50,8 @@ async def test_100_clients_30_leave_mid_stream(nursery, tmp_path: Path) -> None:
     leaving = {f"t{i}" for i in range(LEAVING)}
     finished: dict[str, str] = {}
 
-    async with httpx.AsyncClient(
-        base_url=base, limits=httpx.Limits(max_connections=CLIENTS), timeout=60
+    async with httpx2.AsyncClient(
+        base_url=base, limits=httpx2.Limits(max_connections=CLIENTS), timeout=60
     ) as client:
 
         async def one(thread: str) -> None:

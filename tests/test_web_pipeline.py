@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pydantic
 import pytest
 from ag_ui.core import Event
@@ -89,7 +89,7 @@ async def test_a_team_streams_its_members_text_tagged_with_their_path(nursery, t
         "ben": iter([[text("4 blue")]]),
     }
     app = _team_app(tmp_path, scripts)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         stream = await post_run(client, run_body("t1", "how many?"))
         thread = (await client.get("/agui/threads/t1")).json()
         again = await post_run(client, run_body("t1", "and green?"))
@@ -127,7 +127,7 @@ async def test_stop_mid_round_ends_every_participant_once_and_the_thread_continu
     }
     app = _team_app(tmp_path, scripts, seconds=60.0)  # members work until stopped
     seen: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         async with client.stream("POST", "/agui", content=run_body("t1", "go")) as response:
             stopped = False
             async for line in response.aiter_lines():
@@ -164,7 +164,7 @@ async def test_a_members_confirmation_approved_over_the_wire_resumes_the_team(
         "ben": iter([]),
     }
     app = _team_app(tmp_path, scripts)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         first = await post_run(client, run_body("t1", "ship"))
         end = check_stream(first)
         assert end["outcome"]["type"] == "interrupt"
@@ -224,7 +224,7 @@ async def test_a_goal_loop_is_served_too(nursery, tmp_path) -> None:
 
     store = SQLiteSessionStore(tmp_path / "goals.sqlite3")
     app = AGUIApp.for_pipeline(make_goal, store)
-    async with httpx.AsyncClient(base_url=await start(nursery, app)) as client:
+    async with httpx2.AsyncClient(base_url=await start(nursery, app)) as client:
         stream = await post_run(client, run_body("g1", "write poem.txt"))
         thread = (await client.get("/agui/threads/g1")).json()
     assert check_stream(stream)["outcome"] == {"type": "success"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-import httpx
+import httpx2
 import trio
 from session_kit import redis_server
 from web_kit import check_stream, parse_sse, post_run, run_body, served_processes, text_of
@@ -21,7 +21,7 @@ async def _stream(base: str, body: bytes, seen: list[dict[str, Any]], started: t
     connection the server drops (a killed process) just ends the stream."""
     try:
         async with (
-            httpx.AsyncClient(base_url=base, timeout=60) as client,
+            httpx2.AsyncClient(base_url=base, timeout=60) as client,
             client.stream("POST", "/agui", content=body) as response,
         ):
             assert response.status_code == 200
@@ -32,7 +32,7 @@ async def _stream(base: str, body: bytes, seen: list[dict[str, Any]], started: t
                 seen.extend(parse_sse(b"\n\n".join(frames) + b"\n\n"))
                 if sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in seen) >= 5:
                     started.set()
-    except httpx.RemoteProtocolError:
+    except httpx2.RemoteProtocolError:
         assert not any(e["type"] in TERMINAL for e in seen)
 
 
@@ -49,9 +49,9 @@ async def test_three_processes_share_threads_through_redis() -> None:
     with redis_server() as url, served_processes(url, 3) as served:
         (one, first), (two, _), (three, _) = served
         async with (
-            httpx.AsyncClient(base_url=one, timeout=60) as client_one,
-            httpx.AsyncClient(base_url=two, timeout=60) as client_two,
-            httpx.AsyncClient(base_url=three, timeout=60) as client_three,
+            httpx2.AsyncClient(base_url=one, timeout=60) as client_one,
+            httpx2.AsyncClient(base_url=two, timeout=60) as client_two,
+            httpx2.AsyncClient(base_url=three, timeout=60) as client_three,
         ):
             # A Stop sent to process two interrupts the reply running in process one.
             async with trio.open_nursery() as nursery:

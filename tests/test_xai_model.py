@@ -1,7 +1,7 @@
 """XAIChatModel (trioagent/model/_xai.py) over the real loopback server.
 
 xAI's REST API is OpenAI-compatible, so the loopback server's built-in chat-completions
-protocol stands in for ``api.x.ai``: real sockets, real SSE, httpx never patched.  Tests with
+protocol stands in for ``api.x.ai``: real sockets, real SSE, httpx2 never patched.  Tests with
 backoff sleeps use ``autojump_clock``.
 """
 

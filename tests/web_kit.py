@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-import httpx
+import httpx2
 import orjson
 import trio
 
@@ -154,7 +154,7 @@ def parse_sse(data: bytes) -> list[dict[str, Any]]:
     ]
 
 
-async def post_run(client: httpx.AsyncClient, body: bytes) -> list[dict[str, Any]]:
+async def post_run(client: httpx2.AsyncClient, body: bytes) -> list[dict[str, Any]]:
     response = await client.post(
         "/agui", content=body, headers={"content-type": "application/json"}
     )
@@ -165,7 +165,7 @@ async def post_run(client: httpx.AsyncClient, body: bytes) -> list[dict[str, Any
 async def disconnect_after(base_url: Any, body: bytes, marker: bytes, times: int = 1) -> bytes:
     """POST a run over a plain socket, close the connection once ``marker`` was received
     ``times`` times; what was received."""
-    url = httpx.URL(str(base_url))
+    url = httpx2.URL(str(base_url))
     stream = await trio.open_tcp_stream(url.host, url.port or 80)
     async with stream:
         head = (

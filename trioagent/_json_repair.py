@@ -13,9 +13,6 @@ import json
 import logging
 import math
 
-import jsonschema
-from json_repair import repair_json
-
 from ._core.json_types import JSONObject, JSONValue
 from .exception import ToolJSONDecodeError
 
@@ -78,6 +75,8 @@ def _decode_error(json_str: str, message: str) -> ToolJSONDecodeError:
 
 
 def _satisfies(value: JSONObject, schema: JSONObject) -> bool:
+    import jsonschema  # imported on first use, not with trioagent
+
     try:
         validator = jsonschema.validators.validator_for(schema)(schema)
         return bool(validator.is_valid(value))
@@ -142,6 +141,8 @@ def json_loads_with_repair(json_str: str, schema: JSONObject | None = None) -> J
         raise _decode_error(
             json_str, f"{message} (The text is too long to be repaired automatically.)"
         )
+    from json_repair import repair_json  # imported on first use, not with trioagent
+
     try:
         repaired: JSONValue = repair_json(
             json_str, return_objects=True, stream_stable=True, schema=schema

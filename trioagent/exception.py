@@ -1,6 +1,9 @@
 """Exceptions of the library.
 
-Two families, as in AgentScope:
+:class:`TrioagentError` is the root of every exception trioagent defines: ``except
+TrioagentError`` catches whatever the library raises for a failure (see docs/errors.md for
+the hierarchy and the few builtins raised for a misuse of the API).  Under it, two families,
+as in AgentScope:
 
 * :class:`AgentOrientedException` — errors meant for the model to read (a tool that does not
   exist, arguments that are not JSON, ...).  They become error tool results, never a crashed
@@ -24,6 +27,7 @@ from .types import ErrorInfo, ErrorType
 __all__ = [
     "AgentOrientedException",
     "DeveloperOrientedException",
+    "MissingExtraError",
     "ModelAuthenticationError",
     "ModelConnectionError",
     "ModelCredentialError",
@@ -42,11 +46,42 @@ __all__ = [
     "ToolJSONDecodeError",
     "ToolNotFoundError",
     "ToolWorkerError",
+    "TrioagentError",
     "error_info",
 ]
 
 
-class AgentOrientedException(Exception):
+class TrioagentError(Exception):
+    """The root of every exception trioagent defines.
+
+    Some subclasses are also a builtin where that is what callers already catch: a timeout is
+    a :class:`TimeoutError`, a malformed serialized state a :class:`ValueError`.
+    """
+
+
+class MissingExtraError(TrioagentError, ImportError):
+    """A feature needs an optional dependency that is not installed.
+
+    The message names the feature and the command that installs it (``trioagent.mcp needs
+    the 'mcp' extra: pip install 'trioagent[mcp]'``).  Also an :class:`ImportError`, raised
+    when the feature is used (at ``import trioagent.mcp``, when a PDF is read, ...), never at
+    ``import trioagent``.
+
+    Attributes:
+        feature: what needs it (``"trioagent.mcp"``).
+        extra: the extra that installs it (``"mcp"``).
+        name: the module that could not be imported (as :class:`ImportError`).
+    """
+
+    def __init__(self, feature: str, extra: str, *, module: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra!r} extra: pip install 'trioagent[{extra}]'", name=module
+        )
+        self.feature = feature
+        self.extra = extra
+
+
+class AgentOrientedException(TrioagentError):
     """An error the model should read; ``message`` holds the raw text."""
 
     def __init__(self, message: str) -> None:
@@ -82,7 +117,7 @@ class ToolWorkerError(AgentOrientedException):
     or the process died without an answer)."""
 
 
-class DeveloperOrientedException(Exception):
+class DeveloperOrientedException(TrioagentError):
     """An error for the developer: it ends the reply with an ERROR end event and propagates."""
 
 
@@ -90,7 +125,7 @@ class StructuredOutputError(DeveloperOrientedException):
     """Structured output could not be produced or validated."""
 
 
-class ReplyInterruptedError(Exception):
+class ReplyInterruptedError(TrioagentError):
     """``agent.reply()`` after ``agent.interrupt()`` when
     ``ReActConfig.interruption_raise_cancelled_error`` is set; ``msg`` is the interrupted Msg."""
 
@@ -99,7 +134,7 @@ class ReplyInterruptedError(Exception):
         self.msg = msg
 
 
-class ModelError(Exception):
+class ModelError(TrioagentError):
     """A model call failed.
 
     Attributes:
@@ -206,8 +241,12 @@ class ModelConnectionError(ModelError):
     default_retryable = True
 
 
-class ModelTimeoutError(ModelConnectionError):
-    """A read stalled past the read timeout, or the call passed its total deadline."""
+class ModelTimeoutError(ModelConnectionError, TimeoutError):
+    """A read stalled past the read timeout, or the call passed its total deadline.
+
+    Also a :class:`TimeoutError`, so ``except TimeoutError`` catches it as it catches any
+    other timeout.
+    """
 
 
 class ModelCredentialError(ModelError):
@@ -236,7 +275,9 @@ def error_info(exc: BaseException) -> ErrorInfo:
             model=exc.model,
             endpoint=exc.endpoint,
         )
-    if isinstance(exc, DeveloperOrientedException | TypeError | ValueError | RuntimeError):
+    if isinstance(exc, MissingExtraError):
+        kind = ErrorType.SETUP
+    elif isinstance(exc, DeveloperOrientedException | TypeError | ValueError | RuntimeError):
         kind = ErrorType.INTERNAL
     else:
         kind = ErrorType.UNKNOWN

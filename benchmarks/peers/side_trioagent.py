@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import _rows as R
-import httpx
+import httpx2
 import trio
 
 # The benchmarks' shared pass-through middleware lives one folder up.
@@ -274,8 +274,8 @@ async def http_concurrent(port: int, replies: int) -> dict[str, float]:
     token, the p99 time to first token (ms, wall) and the resident memory per reply (kB)."""
     credential = OpenAICredential(api_key="sk-bench", base_url=f"http://127.0.0.1:{port}/v1")
     # The pool of AgentScope's client (the OpenAI SDK's default), not the model's default of 64.
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-    client = httpx.AsyncClient(limits=limits, timeout=None)
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+    client = httpx2.AsyncClient(limits=limits, timeout=None)
     async with (
         client,
         OpenAIChatModel("bench", credential=credential, max_retries=0, http_client=client) as model,

@@ -5,7 +5,7 @@ providers through this package: sending a request (:func:`send_request`, never f
 redirect), typed errors for HTTP statuses and transport failures (:func:`error_from_response`
 and friends), incremental decoding of streamed bodies (:class:`SSEDecoder`,
 :func:`read_decoded`, :func:`stream_sse`), the wait before a retry (:func:`backoff_delay`),
-and who owns the ``httpx.AsyncClient`` (:class:`HTTPClientOwner`).  It knows nothing of
+and who owns the ``httpx2.AsyncClient`` (:class:`HTTPClientOwner`).  It knows nothing of
 messages, formatters or models.
 """
 

@@ -1,17 +1,17 @@
-"""Who owns the ``httpx.AsyncClient``, and the request headers the HTTP callers share."""
+"""Who owns the ``httpx2.AsyncClient``, and the request headers the HTTP callers share."""
 
 from __future__ import annotations
 
 from types import TracebackType
 from typing import Self
 
-import httpx
+import httpx2
 
 __all__ = ["HTTPClientOwner", "bearer_headers"]
 
 
 class HTTPClientOwner:
-    """One ``httpx.AsyncClient`` per object: injectable, else created on first use.
+    """One ``httpx2.AsyncClient`` per object: injectable, else created on first use.
 
     The object never closes a client it was given; :meth:`aclose` (or ``async with obj:``)
     closes one it created.  Subclasses set ``read_timeout`` and ``connect_timeout`` and call
@@ -20,30 +20,30 @@ class HTTPClientOwner:
 
     read_timeout: float | None
     connect_timeout: float | None
-    _http_client: httpx.AsyncClient | None
+    _http_client: httpx2.AsyncClient | None
     _owns_client: bool
 
-    def _set_http_client(self, http_client: httpx.AsyncClient | None) -> None:
+    def _set_http_client(self, http_client: httpx2.AsyncClient | None) -> None:
         self._http_client = http_client
         self._owns_client = http_client is None
 
     @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The ``httpx.AsyncClient`` (created on first use when none was injected)."""
+    def http_client(self) -> httpx2.AsyncClient:
+        """The ``httpx2.AsyncClient`` (created on first use when none was injected)."""
         if self._http_client is None:
-            self._http_client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
+            self._http_client = httpx2.AsyncClient(
+                timeout=httpx2.Timeout(
                     connect=self.connect_timeout,
                     read=self.read_timeout,
                     write=self.read_timeout,
                     pool=self.connect_timeout,
                 ),
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+                limits=httpx2.Limits(max_connections=64, max_keepalive_connections=16),
             )
         return self._http_client
 
     @property
-    def existing_http_client(self) -> httpx.AsyncClient | None:
+    def existing_http_client(self) -> httpx2.AsyncClient | None:
         """The client if one was injected or created already; never creates one."""
         return self._http_client
 

@@ -3,7 +3,7 @@
 Every HTTP caller in trioagent raises the :class:`~trioagent.exception.ModelError` family:
 :func:`error_from_response` maps an error status (with the provider's message and code parsed
 from the usual JSON error bodies, and ``Retry-After`` honoured), :func:`error_from_redirect` a
-3xx (never followed), :func:`error_from_transport` an httpx transport failure, and
+3xx (never followed), :func:`error_from_transport` an httpx2 transport failure, and
 :func:`error_from_payload` an error object received inside a stream.  Provider text quoted in
 a message goes through the caller's credential redaction (the ``redact`` arguments,
 :func:`excerpt`): error messages reach logs and events.
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol, TypeVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONValue
 from ..exception import (
@@ -64,11 +64,11 @@ class ErrorMapper(Protocol):
     """Turns an HTTP error response into the typed error (:func:`error_from_response`)."""
 
     def __call__(
-        self, status: int, headers: httpx.Headers, body: bytes, *, redact: Redact
+        self, status: int, headers: httpx2.Headers, body: bytes, *, redact: Redact
     ) -> ModelError: ...
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
+def parse_retry_after(headers: httpx2.Headers) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date,
     in any of the three formats HTTP allows: IMF-fixdate, RFC 850, asctime — all GMT)."""
     if (ms := headers.get("retry-after-ms")) is not None:
@@ -123,7 +123,7 @@ def error_from_payload(payload: JSONValue, *, redact: Redact = identity) -> Mode
 
 
 def error_from_response(
-    status: int, headers: httpx.Headers, body: bytes, *, redact: Redact = identity
+    status: int, headers: httpx2.Headers, body: bytes, *, redact: Redact = identity
 ) -> ModelError:
     """The typed error for an HTTP error response.
 
@@ -142,7 +142,7 @@ def error_from_response(
         # Redacted before it is cut, so a key spanning the cut cannot leak its first half.
         text = redact(body.decode("utf-8", "replace").strip())
         text = html_summary(text) or text
-        message = text[:500] if text else httpx.codes.get_reason_phrase(status) or "error"
+        message = text[:500] if text else httpx2.codes.get_reason_phrase(status) or "error"
     message = redact(message)
     code = redact(code) if code else None
     retry_after = parse_retry_after(headers)
@@ -162,7 +162,7 @@ def error_from_response(
 
 
 def error_from_redirect(
-    status: int, url: httpx.URL, headers: httpx.Headers, *, redact: Redact = identity
+    status: int, url: httpx2.URL, headers: httpx2.Headers, *, redact: Redact = identity
 ) -> ModelInvalidRequestError:
     """The error for a 3xx answer: redirects are never followed.
 
@@ -178,7 +178,7 @@ def error_from_redirect(
     else:
         try:
             target = redact(safe_url(url.join(location)))
-        except (httpx.InvalidURL, ValueError):
+        except (httpx2.InvalidURL, ValueError):
             target = repr(redact(location)[:200])
     hint = "use the final address as the base URL"
     if location is not None and url.scheme == "http" and target.startswith("https://"):
@@ -192,9 +192,9 @@ def error_from_redirect(
 
 
 def error_from_transport(
-    exc: httpx.TransportError, *, phase: Literal["request", "body"], url: str = ""
+    exc: httpx2.TransportError, *, phase: Literal["request", "body"], url: str = ""
 ) -> ModelError:
-    """The typed error for an httpx transport failure.
+    """The typed error for an httpx2 transport failure.
 
     ``phase="request"``: before the response headers (nothing was received, always safe to
     retry); ``phase="body"``: while reading the body — a cut connection there is a
@@ -204,14 +204,14 @@ def error_from_transport(
     return located(_transport_error(exc, phase), url) if url else _transport_error(exc, phase)
 
 
-def _transport_error(exc: httpx.TransportError, phase: Literal["request", "body"]) -> ModelError:
+def _transport_error(exc: httpx2.TransportError, phase: Literal["request", "body"]) -> ModelError:
     detail = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx2.TimeoutException):
         kind = {
-            httpx.ConnectTimeout: "connecting",
-            httpx.ReadTimeout: "waiting for data",
-            httpx.WriteTimeout: "sending the request",
-            httpx.PoolTimeout: "waiting for a free connection",
+            httpx2.ConnectTimeout: "connecting",
+            httpx2.ReadTimeout: "waiting for data",
+            httpx2.WriteTimeout: "sending the request",
+            httpx2.PoolTimeout: "waiting for a free connection",
         }.get(type(exc), "waiting")
         return ModelTimeoutError(f"timed out {kind}: {detail}")
     if phase == "body":
@@ -233,7 +233,7 @@ def located(exc: _E, endpoint: str) -> _E:
     return exc
 
 
-def safe_url(url: httpx.URL) -> str:
+def safe_url(url: httpx2.URL) -> str:
     """The URL for error messages: no credentials, no query string."""
     return str(url.copy_with(username=None, password=None, query=None, fragment=None))
 

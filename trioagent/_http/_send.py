@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import httpx
+import httpx2
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
@@ -44,10 +44,10 @@ CLOSE_GRACE = 5.0
 MAX_BODY_SIZE = 64 * 1024 * 1024
 
 
-async def aclose_response(response: httpx.Response) -> None:
+async def aclose_response(response: httpx2.Response) -> None:
     """Close ``response`` even inside a cancelled scope.
 
-    An unfinished body makes httpcore close the connection instead of pooling it.
+    An unfinished body makes httpcore2 close the connection instead of pooling it.
     """
     # Shielded so a cancelled call still closes its connection; deadline: CLOSE_GRACE seconds
     # (closing plain TCP is immediate, a TLS close_notify must not hang the caller).
@@ -55,11 +55,11 @@ async def aclose_response(response: httpx.Response) -> None:
         await response.aclose()
 
 
-class RequestBody(httpx.AsyncByteStream):
+class RequestBody(httpx2.AsyncByteStream):
     """A request body iterated by a plain iterator object instead of an async generator.
 
-    httpx's own ``ByteStream`` yields from an async generator; when a send is cancelled in
-    the middle of the body, httpcore abandons it and trio reports the unfinished generator
+    httpx2's own ``ByteStream`` yields from an async generator; when a send is cancelled in
+    the middle of the body, httpcore2 abandons it and trio reports the unfinished generator
     (a ``ResourceWarning``).  Nothing here needs finalizing.
     """
 
@@ -73,14 +73,14 @@ class RequestBody(httpx.AsyncByteStream):
         return None
 
 
-class _BoundedBody(httpx.AsyncByteStream):
+class _BoundedBody(httpx2.AsyncByteStream):
     """A response body that raises a typed error once it passes :data:`MAX_BODY_SIZE` bytes.
 
     A chunked answer announces no length, so the bound is counted while reading.
     """
 
-    def __init__(self, inner: httpx.AsyncByteStream | httpx.SyncByteStream, status: int) -> None:
-        if not isinstance(inner, httpx.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream | httpx2.SyncByteStream, status: int) -> None:
+        if not isinstance(inner, httpx2.AsyncByteStream):
             raise TypeError("an async client's response has an async body")
         self._inner = inner
         self._status = status
@@ -129,13 +129,13 @@ class _OneChunk:
 
 
 async def send_request(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: httpx2.AsyncClient,
+    request: httpx2.Request,
     *,
     stream: bool,
     redact: Redact = identity,
     error: ErrorMapper = error_from_response,
-) -> httpx.Response:
+) -> httpx2.Response:
     """Send ``request``; return a 2xx response or raise the typed error.
 
     With ``stream=True`` the body is left unread: the caller must finish with
@@ -155,21 +155,21 @@ async def send_request(
 
 
 async def _send(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: httpx2.AsyncClient,
+    request: httpx2.Request,
     url: str,
     *,
     stream: bool,
     redact: Redact,
     error: ErrorMapper,
-) -> httpx.Response:
-    if isinstance(request.stream, httpx.ByteStream):
+) -> httpx2.Response:
+    if isinstance(request.stream, httpx2.ByteStream):
         request.stream = RequestBody(request.content)
     try:
         # Always streamed: the body is read here, so a failure while reading it is told apart
         # from one before the response (which is always safe to retry).
         response = await client.send(request, stream=True, follow_redirects=False)
-    except httpx.TransportError as exc:
+    except httpx2.TransportError as exc:
         raise error_from_transport(exc, phase="request", url=url) from exc
     if response.status_code < 300:
         if not stream:
@@ -185,14 +185,14 @@ async def _send(
             response.stream = _BoundedBody(response.stream, response.status_code)
             try:
                 await response.aread()
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 raise error_from_transport(exc, phase="body", url=url) from exc
             finally:
                 await aclose_response(response)
         return response
     try:
         body = await response.aread()
-    except httpx.TransportError:
+    except httpx2.TransportError:
         body = b""
     finally:
         await aclose_response(response)
@@ -204,7 +204,7 @@ async def _send(
 
 
 def response_json(
-    response: httpx.Response,
+    response: httpx2.Response,
     *,
     model: str,
     retryable: bool | None = None,

@@ -15,7 +15,7 @@ each piece.  It implements the spec's parsing rules exactly:
 * a blank line dispatches the event — unless its data is empty; the end of the stream never
   dispatches an incomplete event (:attr:`SSEDecoder.pending` tells whether one was left).
 
-Feeding it from httpx::
+Feeding it from httpx2::
 
     decoder = SSEDecoder()
     async with contextlib.aclosing(response.aiter_text()) as pieces:

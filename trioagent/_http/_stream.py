@@ -1,4 +1,4 @@
-"""Reading a streamed body: incremental decoders fed from httpx, with the cleanup trio needs.
+"""Reading a streamed body: incremental decoders fed from httpx2, with the cleanup trio needs.
 
 * :func:`read_decoded` feeds ``response.aiter_text()`` (under ``contextlib.aclosing``) to an
   incremental decoder and hands each item it completes to a callback, returning soon after the
@@ -8,7 +8,7 @@
   provider sent instead), closing the response in every case.
 * :func:`parse_event` checks one JSON object received in a stream.
 
-httpx's body iterators are nested async generators: each reader closes the response and runs
+httpx2's body iterators are nested async generators: each reader closes the response and runs
 them to their end in the task that owns the call, so none is left to the garbage collector.
 """
 
@@ -19,7 +19,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import TypeVar, cast
 
-import httpx
+import httpx2
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
@@ -60,10 +60,10 @@ DEFAULT_MAX_EVENT_SIZE = 4 * 1024 * 1024
 _T = TypeVar("_T")
 
 
-async def _discard_rest(response: httpx.Response, pieces: AsyncGenerator[object, None]) -> None:
+async def _discard_rest(response: httpx2.Response, pieces: AsyncGenerator[object, None]) -> None:
     """Close the response, then run its iterator to the end.
 
-    httpx's ``aiter_text()`` iterates nested async generators (``aiter_bytes``, ``aiter_raw``,
+    httpx2's ``aiter_text()`` iterates nested async generators (``aiter_bytes``, ``aiter_raw``,
     the transport streams).  Closing only the outer one leaves the inner ones to the garbage
     collector, which trio reports as a ``ResourceWarning``.  Closing the connection first makes
     the inner generators end with a read error (or drain what is already buffered), so every
@@ -85,16 +85,16 @@ async def _drain_rest(pieces: AsyncGenerator[str, None]) -> None:
     forever).  What is already buffered is read at once; the end of the body, which usually
     follows the terminator in the next read, gets ``DRAIN_GRACE`` seconds.  A body that ends
     in time leaves the connection reusable; one that does not is left unfinished, so the
-    caller's close makes httpcore drop the connection instead of pooling it.  A body cut
+    caller's close makes httpcore2 drop the connection instead of pooling it.  A body cut
     after the terminator is no error either.
     """
-    with trio.move_on_after(DRAIN_GRACE), contextlib.suppress(httpx.TransportError):
+    with trio.move_on_after(DRAIN_GRACE), contextlib.suppress(httpx2.TransportError):
         async for _ in pieces:
             pass
 
 
 async def read_decoded(
-    response: httpx.Response,
+    response: httpx2.Response,
     feed: Callable[[str], Iterable[_T]],
     handle: Callable[[_T], Awaitable[bool]],
     *,
@@ -114,7 +114,7 @@ async def read_decoded(
     closed and its iterators finished before the exception propagates.
     """
     done = False
-    # httpx types aiter_text() as an AsyncIterator; it is an async generator.
+    # httpx2 types aiter_text() as an AsyncIterator; it is an async generator.
     pieces = cast(AsyncGenerator[str, None], response.aiter_text())
     async with contextlib.aclosing(pieces):
         try:
@@ -129,7 +129,7 @@ async def read_decoded(
                 done = await handle(rest)
             if done:
                 await _drain_rest(pieces)
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             raise error_from_transport(exc, phase="body") from exc
         except BaseException:
             await _discard_rest(response, pieces)
@@ -138,7 +138,7 @@ async def read_decoded(
 
 
 async def read_sse(
-    response: httpx.Response,
+    response: httpx2.Response,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
     *,
     max_event_size: int | None = DEFAULT_MAX_EVENT_SIZE,
@@ -156,20 +156,19 @@ async def read_sse(
     return await read_decoded(response, SSEDecoder(max_event_size).feed, handle)
 
 
-async def read_bytes(response: httpx.Response, handle: Callable[[bytes], Awaitable[None]]) -> None:
+async def read_bytes(response: httpx2.Response, handle: Callable[[bytes], Awaitable[None]]) -> None:
     """Feed the body's raw pieces to ``handle`` as they arrive, to the end of the body.
 
     A connection cut mid-body raises :class:`~trioagent.exception.ModelStreamError`; if
     ``handle`` raises (or the call is cancelled) the response is closed and its iterators
     finished, in this task, before the exception propagates.
     """
-    # httpx types aiter_bytes() as an AsyncIterator; it is an async generator.
-    pieces = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    pieces = response.aiter_bytes()
     async with contextlib.aclosing(pieces):
         try:
             async for piece in pieces:
                 await handle(piece)
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             raise error_from_transport(exc, phase="body") from exc
         except BaseException:
             await _discard_rest(response, pieces)
@@ -191,14 +190,14 @@ _NEVER_A_STREAM = ("text/html", "application/xhtml+xml")
 _HEAD_SIZE = 300
 
 
-def media_type(response: httpx.Response) -> str:
+def media_type(response: httpx2.Response) -> str:
     """The response's media type, lower case, without parameters (``""`` if none)."""
     value: str = response.headers.get("content-type", "")
     return value.partition(";")[0].strip().lower()
 
 
 def not_a_stream_error(
-    response: httpx.Response, head: str, redact: Redact, *, what: str = "event stream"
+    response: httpx2.Response, head: str, redact: Redact, *, what: str = "event stream"
 ) -> ModelStreamError:
     """The error for a 2xx answer to a streaming request that is no stream (an HTML page, a
     plain text): it names the content type, with a short redacted excerpt of the body.  Not
@@ -229,7 +228,7 @@ class _EventsOrJSON:
     ``max_size`` bounds one event and a JSON body.
     """
 
-    def __init__(self, response: httpx.Response, redact: Redact, max_size: int | None) -> None:
+    def __init__(self, response: httpx2.Response, redact: Redact, max_size: int | None) -> None:
         self._response = response
         self._redact = redact
         self._max_size = max_size
@@ -279,7 +278,7 @@ class _EventsOrJSON:
 
 
 async def _json_answer(
-    response: httpx.Response,
+    response: httpx2.Response,
     body: bytes,
     *,
     redact: Redact,
@@ -313,8 +312,8 @@ async def _json_answer(
 
 
 async def stream_sse(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: httpx2.AsyncClient,
+    request: httpx2.Request,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
     *,
     redact: Redact = identity,
@@ -347,7 +346,7 @@ async def stream_sse(
 
 
 async def _read_events(
-    response: httpx.Response,
+    response: httpx2.Response,
     handle: Callable[[ServerSentEvent], Awaitable[bool]],
     redact: Redact,
     error: ErrorMapper,

@@ -9,6 +9,7 @@ Save and restore with :mod:`trioagent.serialization`::
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,7 +174,11 @@ def _unstructure_reply_context(ctx: ReplyContext) -> dict[str, Any]:
     }
 
 
-_structure_state = converter.get_structure_hook(AgentState)
+@functools.cache
+def _structure_state() -> Any:
+    """cattrs' own structure hook of AgentState (what the hook registered below wraps),
+    generated on first use rather than when trioagent is imported."""
+    return converter.gen_structure_attrs_fromdict(AgentState)
 
 
 def _structure_agent_state(data: Any, cls: Any) -> AgentState:
@@ -182,7 +187,7 @@ def _structure_agent_state(data: Any, cls: Any) -> AgentState:
         data = dict(data)
         legacy = {k: data.pop(k) for k in ("reply_id", "cur_iter") if k in data}
         data["reply_context"] = {**legacy, **dict(data.get("reply_context") or {})}
-    result: AgentState = _structure_state(data, cls)
+    result: AgentState = _structure_state()(data, cls)
     return result
 
 

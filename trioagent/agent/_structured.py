@@ -11,11 +11,9 @@ field types and attrs validators apply).  The final Msg keeps the object as JSON
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
-
-import jsonschema
-from jsonschema import validators
 
 from ..message import TextBlock
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
@@ -28,8 +26,14 @@ __all__ = ["STRUCTURED_OUTPUT_TOOL_NAME", "StructuredOutputTool"]
 STRUCTURED_OUTPUT_TOOL_NAME = "GenerateStructuredOutput"
 
 
-def _extend_with_defaults(base: Any) -> Any:
-    """A jsonschema validator class that also fills ``default`` values into objects."""
+@functools.cache
+def _filling_validator() -> Any:
+    """A jsonschema validator class that also fills ``default`` values into objects (built
+    on first use: jsonschema is not imported with trioagent)."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = jsonschema.Draft202012Validator
     validate_properties = base.VALIDATORS["properties"]
 
     def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -40,9 +44,6 @@ def _extend_with_defaults(base: Any) -> Any:
         yield from validate_properties(validator, properties, instance, schema)
 
     return validators.extend(base, {"properties": set_defaults})  # type: ignore[no-untyped-call]
-
-
-_FillingValidator = _extend_with_defaults(jsonschema.Draft202012Validator)
 
 
 class StructuredOutputTool(ToolBase):
@@ -88,7 +89,7 @@ class StructuredOutputTool(ToolBase):
                 instance = dict(kwargs)
                 json_schema = checked.schema if checked is not None else schema
                 errors = sorted(
-                    _FillingValidator(json_schema).iter_errors(instance),
+                    _filling_validator()(json_schema).iter_errors(instance),
                     key=lambda e: list(e.path),
                 )
                 if errors:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, TypeAlias
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject, JSONValue
 from .._http import HTTPClientOwner
@@ -35,11 +35,11 @@ class ClassifierModelBase(HTTPClientOwner):
         model: the provider's model name.
         credential: API key and base URL.
         parameters: extra request keys sent with every call.
-        http_client: an ``httpx.AsyncClient`` to use (never closed by the model); without one
+        http_client: an ``httpx2.AsyncClient`` to use (never closed by the model); without one
             the model creates its own on first use and :meth:`aclose` (or ``async with``)
             closes it.
         timeout: total deadline of one call in seconds (``None``: none).
-        read_timeout / connect_timeout: httpx timeouts of a client the model creates.
+        read_timeout / connect_timeout: httpx2 timeouts of a client the model creates.
 
     Call it with the state and the questions, keyed by name::
 
@@ -58,7 +58,7 @@ class ClassifierModelBase(HTTPClientOwner):
         *,
         credential: CredentialBase | None = None,
         parameters: Mapping[str, JSONValue] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         timeout: float | None = 30.0,
         read_timeout: float | None = 30.0,
         connect_timeout: float | None = 10.0,

@@ -1,4 +1,4 @@
-"""OpenAI's Decisions API over httpx.
+"""OpenAI's Decisions API over httpx2.
 
 ``POST {base_url}/decisions`` with a Bearer key and the body
 ``{"model", "input", "questions": [...], **parameters}``.  Questions map to
@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-import httpx
+import httpx2
 import trio
 
 from .._core.ids import generate_id
@@ -64,7 +64,7 @@ class OpenAIClassifierModel(ClassifierModelBase):
         *,
         credential: OpenAICredential | None = None,
         parameters: Mapping[str, JSONValue] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         timeout: float | None = 30.0,
         read_timeout: float | None = 30.0,
         connect_timeout: float | None = 10.0,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TextIO
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from ..agent import Agent
@@ -55,7 +55,12 @@ from ..event import (
     ToolResultTextDeltaEvent,
     UserInterruptEvent,
 )
-from ..exception import ModelAuthenticationError, ModelConnectionError, ModelCredentialError
+from ..exception import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelCredentialError,
+    TrioagentError,
+)
 from ..message import UserMsg
 from ..model import PROVIDERS, ChatModelBase, chat_model_from_spec, credential_from_spec
 from ..permission import PermissionDecision
@@ -85,7 +90,7 @@ LONG_ECHO = 200
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 
 
-class ChatSetupError(Exception):
+class ChatSetupError(TrioagentError):
     """A problem that stops the chat before (or instead of) talking: one line, exit code 2."""
 
 
@@ -405,9 +410,9 @@ def model_spec_problem(spec: str) -> str | None:
 def base_url_problem(base_url: str) -> str | None:
     """What is wrong with ``--base-url``: not an http(s) URL with a host and a valid port."""
     try:
-        url = httpx.URL(base_url)
+        url = httpx2.URL(base_url)
         _ = url.port
-    except httpx.InvalidURL as exc:
+    except httpx2.InvalidURL as exc:
         return f"invalid base URL {base_url!r}: {exc}"
     if url.scheme not in ("http", "https") or not url.host:
         return (
@@ -440,7 +445,7 @@ async def check_reachable(base_url: str) -> None:
         raise ChatSetupError(problem)
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return
-    url = httpx.URL(base_url)
+    url = httpx2.URL(base_url)
     port = url.port or (443 if url.scheme == "https" else 80)
     host = url.host
     failure = "timed out"

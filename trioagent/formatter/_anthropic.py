@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
@@ -69,7 +69,7 @@ class AnthropicChatFormatter(PerMessageFormatter):
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*", "application/pdf")
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         content: list[JSONObject] = []
         has_tool_result = False
@@ -139,7 +139,7 @@ class AnthropicChatFormatter(PerMessageFormatter):
         return None  # unsigned reasoning (another provider's) cannot be replayed
 
     async def _hint_parts(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> list[JSONObject]:
         if isinstance(block.hint, str):
             return [{"type": "text", "text": block.hint}] if _has_text(block.hint) else []
@@ -153,7 +153,7 @@ class AnthropicChatFormatter(PerMessageFormatter):
         return parts
 
     async def _tool_result_content(
-        self, block: ToolResultBlock, http_client: httpx.AsyncClient | None
+        self, block: ToolResultBlock, http_client: httpx2.AsyncClient | None
     ) -> list[JSONObject]:
         parts: list[JSONObject] = []
         if isinstance(block.output, str):
@@ -172,7 +172,7 @@ class AnthropicChatFormatter(PerMessageFormatter):
         return parts or [{"type": "text", "text": _EMPTY_TOOL_OUTPUT}]
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """An ``image`` / ``document`` block with inline base64 data, or ``None`` (skipped)."""
         media_type = block.source.media_type
@@ -276,7 +276,7 @@ class AnthropicMultiAgentFormatter(MultiAgentFormatterBase[AnthropicChatFormatte
         chat: AnthropicChatFormatter,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         content: list[JSONObject] = []
         lines: list[str] = []

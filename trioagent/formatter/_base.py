@@ -2,7 +2,7 @@
 
 Shared by every provider formatter: the accepted media types (``input_types``, fnmatch
 globs), loading media without blocking the event loop (``file://`` through ``trio.Path``,
-remote URLs through httpx, temporary files through a worker thread), rendering a tool result
+remote URLs through httpx2, temporary files through a worker thread), rendering a tool result
 as text with its media promoted, formatting message by message, and grouping messages for
 multi-agent formatters.  :class:`MultiAgentFormatterBase` is the loop every multi-agent
 formatter shares (system message, runs of tool messages, ``<history>`` messages).
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Generic, Literal, TypeVar
 from urllib.request import url2pathname
 
-import httpx
+import httpx2
 import trio
 
 from .._core.json_types import JSONObject
@@ -86,7 +86,7 @@ class FormatterBase:
         return any(fnmatch.fnmatchcase(media_type, p) for p in self.supported_input_media_types)
 
     async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+        self, msgs: list[Msg], *, http_client: httpx2.AsyncClient | None = None
     ) -> list[JSONObject]:
         """Format ``msgs`` for the provider.
 
@@ -104,13 +104,13 @@ class FormatterBase:
     # -- content parts -----------------------------------------------------------------------
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         raise NotImplementedError(f"{type(self).__name__} does not format data blocks as parts")
 
     async def content_parts(
-        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx2.AsyncClient | None
     ) -> list[JSONObject]:
         """Text and data content parts, in order (skipped data blocks leave no part)."""
         parts: list[JSONObject] = []
@@ -122,7 +122,7 @@ class FormatterBase:
         return parts
 
     async def assistant_media_message(
-        self, msg: Msg, media: Sequence[DataBlock], http_client: httpx.AsyncClient | None
+        self, msg: Msg, media: Sequence[DataBlock], http_client: httpx2.AsyncClient | None
     ) -> JSONObject | None:
         """The media of an assistant message as a user message to put after it (the providers
         take no media in assistant turns), introduced by a note; ``None`` when every block is
@@ -137,7 +137,7 @@ class FormatterBase:
         return {"role": "user", "content": [note, *parts]}
 
     async def hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> JSONObject | None:
         """A hint as a user message of content parts (``None`` when nothing is left)."""
         if isinstance(block.hint, str):
@@ -148,9 +148,9 @@ class FormatterBase:
     # -- media -------------------------------------------------------------------------------
 
     @staticmethod
-    async def load_url(url: str, http_client: httpx.AsyncClient | None = None) -> bytes:
+    async def load_url(url: str, http_client: httpx2.AsyncClient | None = None) -> bytes:
         """The bytes behind a URL: ``file://`` (read in a worker thread through
-        ``trio.Path``), ``data:`` (decoded), or ``http(s)://`` (downloaded with httpx)."""
+        ``trio.Path``), ``data:`` (decoded), or ``http(s)://`` (downloaded with httpx2)."""
         if url.startswith("file://"):
             return await trio.Path(url2pathname(url.removeprefix("file://"))).read_bytes()
         if url.startswith("data:"):
@@ -160,17 +160,17 @@ class FormatterBase:
             return urllib.parse.unquote_to_bytes(payload)
         try:
             if http_client is None:
-                async with httpx.AsyncClient(timeout=30.0, follow_redirects=True) as client:
+                async with httpx2.AsyncClient(timeout=30.0, follow_redirects=True) as client:
                     response = await client.get(url)
             else:
                 response = await http_client.get(url, follow_redirects=True)
             response.raise_for_status()
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ValueError(f"could not download {url}: {exc}") from exc
         return response.content
 
     async def load_base64(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> str:
         """The block's data as base64 (downloading or reading a URL source)."""
         if isinstance(block.source, Base64Source):
@@ -261,7 +261,7 @@ class PerMessageFormatter(FormatterBase):
     :meth:`_format_msg` makes of each message, in order."""
 
     async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+        self, msgs: list[Msg], *, http_client: httpx2.AsyncClient | None = None
     ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         out: list[JSONObject] = []
@@ -270,7 +270,7 @@ class PerMessageFormatter(FormatterBase):
         return out
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         """Append the provider messages for ``msg`` to ``out``."""
         raise NotImplementedError
@@ -317,7 +317,7 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
         chat: _ChatT,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         """The message for a run of plain messages (``None``: nothing to send).
 
@@ -346,7 +346,7 @@ class MultiAgentFormatterBase(FormatterBase, Generic[_ChatT]):
         return {"role": "user", "content": content} if content else None
 
     async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+        self, msgs: list[Msg], *, http_client: httpx2.AsyncClient | None = None
     ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         chat = self._chat_formatter()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, Msg
@@ -66,7 +66,7 @@ class DashScopeChatFormatter(OpenAIChatFormatter):
         return self.is_supported(media_type)
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type

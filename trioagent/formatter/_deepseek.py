@@ -13,7 +13,7 @@ import logging
 from typing import ClassVar
 
 import attrs
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import DataBlock, HintBlock, Msg, TextBlock
@@ -40,7 +40,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
         return True
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         if msg.role == "assistant" and any(isinstance(b, DataBlock) for b in msg.content):
             logger.warning("dropping data blocks of an assistant message: DeepSeek takes none")
@@ -67,7 +67,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
         return message
 
     async def hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> JSONObject | None:
         if isinstance(block.hint, str):
             return {"role": "user", "content": block.hint}
@@ -90,7 +90,7 @@ class DeepSeekChatFormatter(OpenAIChatFormatter):
         return {"role": "user", "content": text_or_parts(parts)} if parts else None
 
     async def _promoted_message(
-        self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+        self, promoted: list[TextBlock | DataBlock], http_client: httpx2.AsyncClient | None
     ) -> JSONObject:
         return {
             "role": "user",
@@ -119,7 +119,7 @@ class DeepSeekMultiAgentFormatter(OpenAIMultiAgentFormatter):
         chat: OpenAIChatFormatter,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         prompt = self.conversation_history_prompt if is_first else ""
         text = prompt + "<history>\n"

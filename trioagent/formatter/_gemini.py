@@ -22,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
@@ -98,7 +98,7 @@ class GeminiChatFormatter(PerMessageFormatter):
         return "model" if msg.role == "assistant" else "user"
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         role = self.role_of(msg)
         parts: list[JSONObject] = []
@@ -164,7 +164,7 @@ class GeminiChatFormatter(PerMessageFormatter):
         return part
 
     async def format_parts(
-        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+        self, blocks: Sequence[TextBlock | DataBlock], http_client: httpx2.AsyncClient | None
     ) -> list[JSONObject]:
         """``text`` and ``inline_data`` parts for text and data blocks (unsupported media and
         empty text skipped)."""
@@ -178,14 +178,14 @@ class GeminiChatFormatter(PerMessageFormatter):
         return parts
 
     async def _hint_parts(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> list[JSONObject]:
         if isinstance(block.hint, str):
             return [{"text": block.hint}] if block.hint else []
         return await self.format_parts(block.hint, http_client)
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """An ``inline_data`` part for a data block, or ``None`` when its media type is not
         supported (URLs are downloaded with ``http_client``, ``file://`` URLs read)."""
@@ -224,7 +224,7 @@ class GeminiMultiAgentFormatter(MultiAgentFormatterBase[GeminiChatFormatter]):
         chat: GeminiChatFormatter,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         parts: list[JSONObject] = []
         lines: list[str] = []

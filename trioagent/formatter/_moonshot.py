@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import Base64Source, DataBlock, Msg
@@ -56,7 +56,7 @@ class MoonshotChatFormatter(OpenAIChatFormatter):
         return message
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type
@@ -67,7 +67,7 @@ class MoonshotChatFormatter(OpenAIChatFormatter):
             return {"type": key, key: {"url": url}}
         return await super().format_data_block(block, http_client)
 
-    async def _data_uri(self, block: DataBlock, http_client: httpx.AsyncClient | None) -> str:
+    async def _data_uri(self, block: DataBlock, http_client: httpx2.AsyncClient | None) -> str:
         source = block.source
         if not isinstance(source, Base64Source) and source.url.startswith("data:"):
             return source.url

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from .._json_repair import json_loads_with_repair
@@ -50,7 +50,7 @@ class _OllamaFormatterBase(FormatterBase):
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/*")
 
     async def format_image(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> str | None:
         """The base64 data of an image block, or ``None`` when it is skipped.
 
@@ -97,7 +97,7 @@ class OllamaChatFormatter(PerMessageFormatter, _OllamaFormatterBase):
     """
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         texts: list[str] = []
         images: list[str] = []
@@ -154,7 +154,7 @@ class OllamaChatFormatter(PerMessageFormatter, _OllamaFormatterBase):
         flush()
 
     async def _hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> JSONObject | None:
         if isinstance(block.hint, str):
             return {"role": "user", "content": block.hint}
@@ -173,7 +173,7 @@ class OllamaChatFormatter(PerMessageFormatter, _OllamaFormatterBase):
         self,
         promoted: Sequence[TextBlock | DataBlock],
         fallback: str,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject:
         texts = [b.text for b in promoted if isinstance(b, TextBlock)]
         images: list[str] = []
@@ -216,7 +216,7 @@ class OllamaMultiAgentFormatter(MultiAgentFormatterBase[OllamaChatFormatter], _O
         chat: OllamaChatFormatter,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         lines: list[str] = []
         images: list[str] = []

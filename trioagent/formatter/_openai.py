@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import (
@@ -120,7 +120,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         return parts or None
 
     async def hint_message(
-        self, block: HintBlock, http_client: httpx.AsyncClient | None
+        self, block: HintBlock, http_client: httpx2.AsyncClient | None
     ) -> JSONObject | None:
         message = await super().hint_message(block, http_client)
         if message is not None and self.text_as_string:
@@ -128,7 +128,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         return message
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         content: list[JSONObject] = []
         tool_calls: list[JSONObject] = []
@@ -215,7 +215,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         return message
 
     async def _promoted_message(
-        self, promoted: list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+        self, promoted: list[TextBlock | DataBlock], http_client: httpx2.AsyncClient | None
     ) -> JSONObject:
         message: JSONObject = {"role": "user"}
         if self.promoted_media_name is not None:
@@ -231,7 +231,7 @@ class OpenAIChatFormatter(PerMessageFormatter):
         return super().can_promote(media_type)
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped.
 
@@ -312,7 +312,7 @@ class OpenAIMultiAgentFormatter(MultiAgentFormatterBase[OpenAIChatFormatter]):
         chat: OpenAIChatFormatter,
         group: list[Msg],
         is_first: bool,
-        http_client: httpx.AsyncClient | None,
+        http_client: httpx2.AsyncClient | None,
     ) -> JSONObject | None:
         message = await super()._history_message(chat, group, is_first, http_client)
         if message is not None and self.text_as_string:

@@ -25,7 +25,7 @@ import copy
 import logging
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import (
@@ -61,7 +61,7 @@ class OpenAIResponseFormatter(PerMessageFormatter):
     text_part_type: ClassVar[str] = "input_text"
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         content: list[JSONObject] = []
         function_calls: list[JSONObject] = []
@@ -128,7 +128,7 @@ class OpenAIResponseFormatter(PerMessageFormatter):
             out.append(moved)
 
     async def _tool_output(
-        self, output: str | list[TextBlock | DataBlock], http_client: httpx.AsyncClient | None
+        self, output: str | list[TextBlock | DataBlock], http_client: httpx2.AsyncClient | None
     ) -> str | list[JSONObject]:
         """A tool result's ``output``: a string, or a list of parts when it holds an image or
         PDF the model accepts."""
@@ -157,7 +157,7 @@ class OpenAIResponseFormatter(PerMessageFormatter):
         )
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """One content part for a data block, or ``None`` when it is skipped."""
         media_type = block.source.media_type

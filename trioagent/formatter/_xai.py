@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from ..message import (
@@ -63,7 +63,7 @@ class _XAIFormatterBase(FormatterBase):
     default_input_types: ClassVar[tuple[str, ...]] = ("text/plain", "image/jpeg", "image/png")
 
     async def format_data_block(
-        self, block: DataBlock, http_client: httpx.AsyncClient | None = None
+        self, block: DataBlock, http_client: httpx2.AsyncClient | None = None
     ) -> JSONObject | None:
         """An ``image_url`` part, or ``None`` when the block is skipped (with a warning).
 
@@ -99,7 +99,7 @@ class XAIChatFormatter(PerMessageFormatter, _XAIFormatterBase):
     """
 
     async def _format_msg(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         if msg.role == "system":
             texts = [b.text for b in msg.content if isinstance(b, TextBlock)]
@@ -110,7 +110,7 @@ class XAIChatFormatter(PerMessageFormatter, _XAIFormatterBase):
             await self._format_assistant(msg, out, http_client)
 
     async def _format_user(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         parts: list[JSONObject] = []
         for block in msg.content:
@@ -132,7 +132,7 @@ class XAIChatFormatter(PerMessageFormatter, _XAIFormatterBase):
             out.append({"role": "user", "content": parts})
 
     async def _format_assistant(
-        self, msg: Msg, out: list[JSONObject], http_client: httpx.AsyncClient | None
+        self, msg: Msg, out: list[JSONObject], http_client: httpx2.AsyncClient | None
     ) -> None:
         texts: list[str] = []
         calls: list[JSONObject] = []
@@ -200,7 +200,7 @@ class XAIMultiAgentFormatter(MultiAgentFormatterBase[XAIChatFormatter], _XAIForm
         return XAIChatFormatter(input_types=self.input_types)
 
     async def format(
-        self, msgs: list[Msg], *, http_client: httpx.AsyncClient | None = None
+        self, msgs: list[Msg], *, http_client: httpx2.AsyncClient | None = None
     ) -> list[JSONObject]:
         self.assert_list_of_msgs(msgs)
         chat = self._chat_formatter()

@@ -10,12 +10,13 @@ import mcp_types
 import trio
 from mcp.shared.exceptions import MCPError
 
+from ..exception import TrioagentError
 from ..tool import MCPCallError
 
 __all__ = ["MCPClientError", "call_errors", "connection_lost", "describe"]
 
 
-class MCPClientError(Exception):
+class MCPClientError(TrioagentError):
     """The client cannot do what was asked: not connected, the server unreachable or gone."""
 
 

@@ -9,7 +9,7 @@ has) called as::
     await client.add(messages, user_id=..., agent_id=..., infer=False)  # agent_id / infer
                                                                        # only when needed
 
-No vendor SDK is used: :class:`Mem0PlatformClient` speaks the hosted Mem0 REST API over httpx,
+No vendor SDK is used: :class:`Mem0PlatformClient` speaks the hosted Mem0 REST API over httpx2,
 and is the default client when ``MEM0_API_KEY`` is set.
 """
 

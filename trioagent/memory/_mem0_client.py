@@ -1,4 +1,4 @@
-"""``Mem0PlatformClient``: a minimal async client of the hosted Mem0 REST API, over httpx.
+"""``Mem0PlatformClient``: a minimal async client of the hosted Mem0 REST API, over httpx2.
 
 Only the two calls :class:`~trioagent.memory.Mem0Memory` makes are implemented, with
 the wire shape of Mem0's platform API (as documented at docs.mem0.ai/api-reference and sent by
@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONValue
 from .._http import HTTPClientOwner, send_request
-from ..exception import ModelError
+from ..exception import ModelError, TrioagentError
 
 __all__ = ["API_KEY_ENV", "DEFAULT_HOST", "Mem0APIError", "Mem0PlatformClient"]
 
@@ -32,7 +32,7 @@ API_KEY_ENV = "MEM0_API_KEY"
 DEFAULT_HOST = "https://api.mem0.ai"
 
 
-class Mem0APIError(Exception):
+class Mem0APIError(TrioagentError):
     """A Mem0 platform request failed (``status_code`` is set when the server answered)."""
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
@@ -53,9 +53,9 @@ class Mem0PlatformClient(HTTPClientOwner):
         api_key: the Mem0 API key (default: the ``MEM0_API_KEY`` environment variable).
         host: the API root (default ``https://api.mem0.ai``).
         org_id, project_id: added to every request body when given.
-        http_client: an ``httpx.AsyncClient`` to use (never closed here); otherwise one is
+        http_client: an ``httpx2.AsyncClient`` to use (never closed here); otherwise one is
             created on first use and closed by :meth:`aclose` / ``async with``.
-        timeout: httpx's per-read timeout, in seconds, of a client created here.
+        timeout: httpx2's per-read timeout, in seconds, of a client created here.
         connect_timeout: its connect timeout.
 
     Raises:
@@ -71,7 +71,7 @@ class Mem0PlatformClient(HTTPClientOwner):
         host: str = DEFAULT_HOST,
         org_id: str | None = None,
         project_id: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         timeout: float | None = 60.0,
         connect_timeout: float | None = 10.0,
     ) -> None:

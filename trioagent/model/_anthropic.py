@@ -1,4 +1,4 @@
-"""Anthropic Messages API over httpx.
+"""Anthropic Messages API over httpx2.
 
 ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version: 2023-06-01``
 (both configurable: ``auth_scheme="bearer"`` sends ``Authorization: Bearer`` instead).

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar, TypeAlias, TypedDict
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from .._core.concurrency import reraise_unwrapped
@@ -86,7 +86,7 @@ class ChatModelOptions(TypedDict, total=False):
     max_retries: int
     retry_delay: float
     max_retry_delay: float
-    http_client: httpx.AsyncClient | None
+    http_client: httpx2.AsyncClient | None
     timeout: float | None
     read_timeout: float | None
     connect_timeout: float | None
@@ -140,15 +140,15 @@ class ChatModelBase(HTTPClientOwner):
         max_retry_delay: cap for one backoff delay and for a provider's ``Retry-After``.
         context_size: the context window, used by context compression.
         formatter: turns messages into the provider's format (providers set a default).
-        http_client: an ``httpx.AsyncClient`` to use; the model never closes a client it was
+        http_client: an ``httpx2.AsyncClient`` to use; the model never closes a client it was
             given.  Without one the model creates its own on first use; :meth:`aclose` (or
             ``async with model:``) closes it.
         timeout: total deadline of one call in seconds, retries included
             (:class:`~trioagent.exception.ModelTimeoutError` when exceeded, naming the provider
             error being retried, if any); ``None`` = none.  A ``Retry-After`` that would end
             past it is not waited for: the provider's error is raised at once.
-        read_timeout: httpx's per-read inactivity timeout for a client the model creates.
-        connect_timeout: httpx's connect timeout for a client the model creates.
+        read_timeout: httpx2's per-read inactivity timeout for a client the model creates.
+        connect_timeout: httpx2's connect timeout for a client the model creates.
         interrupt_grace: how long the INTERRUPTED partial response may take to be emitted
             after a cancellation (a shielded, bounded emission).
         max_event_size: the largest single streamed event (SSE) or line (NDJSON), in
@@ -180,7 +180,7 @@ class ChatModelBase(HTTPClientOwner):
         max_retry_delay: float = 30.0,
         context_size: int = 32768,
         formatter: FormatterBase | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         timeout: float | None = None,
         read_timeout: float | None = 120.0,
         connect_timeout: float | None = 10.0,

@@ -1,4 +1,4 @@
-"""Google Gemini over httpx.
+"""Google Gemini over httpx2.
 
 ``POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse`` (streaming) or
 ``…:generateContent`` with the key in the ``x-goog-api-key`` header.  The body is the REST
@@ -37,7 +37,7 @@ import re
 from typing import ClassVar, Unpack
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from .._core.ids import generate_id
@@ -128,7 +128,7 @@ def _error_details(body: JSONValue) -> tuple[str | None, list[str], float | None
 
 
 def gemini_error(
-    status: int, headers: httpx.Headers, body: bytes, *, redact: Redact = identity
+    status: int, headers: httpx2.Headers, body: bytes, *, redact: Redact = identity
 ) -> ModelError:
     """The typed, retryable error for a Gemini error response (or an error event's JSON).
 
@@ -386,7 +386,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
                     body[key] = value
         return body
 
-    def _request(self, body: JSONObject, *, stream: bool) -> httpx.Request:
+    def _request(self, body: JSONObject, *, stream: bool) -> httpx2.Request:
         return self.http_client.build_request(
             "POST",
             self._url(stream=stream),
@@ -441,7 +441,7 @@ class GeminiChatModel(ProviderChatModel[GeminiCredential, GeminiChatParameters])
             code = error.get("code")
             status = code if isinstance(code, int) and code >= 400 else 500
             raw = json.dumps(payload).encode()
-            raise gemini_error(status, httpx.Headers(), raw, redact=self._redact)
+            raise gemini_error(status, httpx2.Headers(), raw, redact=self._redact)
         return payload
 
     async def _call_api(

@@ -1,4 +1,4 @@
-"""Ollama over httpx.
+"""Ollama over httpx2.
 
 ``POST {host}/api/chat`` (no key; ``Authorization: Bearer`` only when an ``OLLAMA_API_KEY`` /
 ``api_key`` is set, as for Ollama's hosted models).  A streamed answer is NDJSON: one JSON
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar, Unpack
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from .._core.ids import generate_id
@@ -120,7 +120,7 @@ class NDJSONDecoder:
 
 
 async def read_ndjson(
-    response: httpx.Response,
+    response: httpx2.Response,
     handle: Callable[[str], Awaitable[bool]],
     *,
     max_line_size: int | None = DEFAULT_MAX_EVENT_SIZE,
@@ -131,7 +131,7 @@ async def read_ndjson(
     Returns whether ``handle`` saw the last line; a connection failure mid-body raises
     :class:`~trioagent.exception.ModelStreamError` (``ModelTimeoutError`` for a stall past the
     read timeout).  If ``handle`` raises (or the call is cancelled) the response is closed and
-    httpx's nested iterators finished, in this task, before the exception propagates.  A
+    httpx2's nested iterators finished, in this task, before the exception propagates.  A
     line longer than ``max_line_size`` characters raises
     :class:`~trioagent.exception.ModelStreamError` (:class:`NDJSONDecoder`).
     """
@@ -240,7 +240,7 @@ class OllamaStreamParser(StreamParser):
         )
 
 
-def _http_error(status: int, headers: httpx.Headers, body: bytes, *, redact: Redact) -> ModelError:
+def _http_error(status: int, headers: httpx2.Headers, body: bytes, *, redact: Redact) -> ModelError:
     """The typed error for an HTTP error response, never retryable: Ollama calls retry only
     transport failures."""
     exc = error_from_response(status, headers, body, redact=redact)
@@ -334,7 +334,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
             body["tools"] = formatted_tools
         return body
 
-    async def _send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
+    async def _send(self, request: httpx2.Request, *, stream: bool) -> httpx2.Response:
         return await send_request(
             self.http_client, request, stream=stream, redact=self._redact, error=_http_error
         )
@@ -356,7 +356,7 @@ class OllamaChatModel(ProviderChatModel[OllamaCredential, OllamaChatParameters])
     ) -> None:
         request = await self._prepare(messages, tools, tool_choice, stream=True)
         parser = OllamaStreamParser(trio.current_time())
-        response: httpx.Response | None = None
+        response: httpx2.Response | None = None
         first = True
 
         async def handle(line: str) -> bool:

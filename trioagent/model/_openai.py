@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions over httpx.
+"""OpenAI Chat Completions over httpx2.
 
 ``POST {base_url}/chat/completions`` with a Bearer key.  Streaming requests set
 ``stream_options.include_usage`` and read the SSE stream until ``data: [DONE]``; a stream
@@ -17,7 +17,7 @@ import json
 from typing import ClassVar, Literal
 
 import attrs
-import httpx
+import httpx2
 import trio
 
 from .._core.ids import generate_id
@@ -413,8 +413,8 @@ def _flatten_tool(tool: JSONObject) -> JSONObject:
 
 
 async def stream_chat_completions(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: httpx2.AsyncClient,
+    request: httpx2.Request,
     parser: OpenAIStreamParser,
     emit: ChunkSink,
     *,
@@ -473,8 +473,8 @@ def _parse_completion(
 
 
 async def complete_chat_completions(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: httpx2.AsyncClient,
+    request: httpx2.Request,
     parser: OpenAIStreamParser,
     *,
     model: str,

@@ -1,4 +1,4 @@
-"""OpenAI Responses API over httpx.
+"""OpenAI Responses API over httpx2.
 
 ``POST {base_url}/responses`` with a Bearer key.  A streamed call reads typed SSE events
 (``response.output_text.delta``, ``response.function_call_arguments.delta``, ...) until

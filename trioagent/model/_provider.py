@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar, Unpack
 
-import httpx
+import httpx2
 
 from .._core.json_types import JSONObject
 from .._http import bearer_headers, safe_url
@@ -146,9 +146,9 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
 
     def _endpoint(self) -> str | None:
         """:meth:`_url` without credentials or query string (for error messages)."""
-        return safe_url(httpx.URL(self._url(stream=self.streaming)))
+        return safe_url(httpx2.URL(self._url(stream=self.streaming)))
 
-    def _request(self, body: JSONObject, *, stream: bool) -> httpx.Request:
+    def _request(self, body: JSONObject, *, stream: bool) -> httpx2.Request:
         return self.http_client.build_request(
             "POST", self._url(stream=stream), json=body, headers=self._headers(stream=stream)
         )
@@ -160,7 +160,7 @@ class ProviderChatModel(ChatModelBase, Generic[CredentialT, ParametersT]):
         tool_choice: ToolChoice | None,
         *,
         stream: bool,
-    ) -> httpx.Request:
+    ) -> httpx2.Request:
         """The HTTP request of one call: its body, sent to :meth:`_url` with
         :meth:`_headers`."""
         body = await self._build_body(messages, tools, tool_choice, stream=stream)

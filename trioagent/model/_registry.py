@@ -29,7 +29,7 @@ from ._openai import OpenAIChatModel
 from ._openai_response import OpenAIResponseModel
 from ._xai import XAIChatModel
 
-__all__ = ["PROVIDERS", "as_chat_model", "chat_model_from_spec", "credential_from_spec"]
+__all__ = ["PROVIDERS", "chat_model_from_spec", "credential_from_spec"]
 
 #: Provider prefix → (model class, credential class).
 PROVIDERS: dict[str, tuple[type[ChatModelBase], type[CredentialBase]]] = {
@@ -84,28 +84,3 @@ def chat_model_from_spec(
         name, credential=credential or credential_from_spec(spec), **kwargs
     )
     return model
-
-
-def as_chat_model(model: ChatModelBase | str, what: str = "model") -> ChatModelBase:
-    """A chat model as given, or built from a ``"provider:model"`` spec string.
-
-    Every place that takes a chat model (``Agent(model=...)``, a fallback model, a router's
-    candidates, ...) goes through here, so ``"openai:gpt-4o"`` works wherever a model object
-    does.  ``what`` names the argument in errors.
-
-    Raises:
-        TypeError: neither a model nor a str; the message names both accepted forms.
-        ValueError: a spec string with an unknown provider or no model name.
-    """
-    if isinstance(model, ChatModelBase):
-        return model
-    if isinstance(model, str):
-        try:
-            return chat_model_from_spec(model)
-        except ValueError as exc:
-            raise ValueError(f"{what}: {exc}") from None
-    raise TypeError(
-        f"{what} must be a chat model (e.g. OpenAIChatModel('gpt-4o')) or a "
-        f"'provider:model' string such as 'openai:gpt-4o' (see chat_model_from_spec); "
-        f"got {type(model).__name__}"
-    )

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar, Protocol
 
 import attrs
-import jsonschema
 
 from .._core.ids import generate_id, generate_timestamp
 from .._core.json_types import JSONObject, JSONValue
@@ -185,6 +184,8 @@ def _parse_structured(
     )
     if call is None:
         raise StructuredOutputError(f"model {model!r} did not call the {_STRUCTURED_TOOL!r} tool")
+    import jsonschema  # imported on first use, not with trioagent
+
     try:
         output = json_loads_with_repair(call.input, schema)
         if isinstance(structured_model, dict):

@@ -1,4 +1,4 @@
-"""xAI (Grok) over httpx.
+"""xAI (Grok) over httpx2.
 
 trioagent speaks xAI's OpenAI-compatible REST API (no vendor SDK, no gRPC): ``POST {base}/chat/completions``
 with a Bearer key (``https://api.x.ai/v1`` by default), streamed as SSE and parsed by the

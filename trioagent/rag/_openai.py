@@ -1,4 +1,4 @@
-"""OpenAI embeddings over httpx: ``POST {base_url}/embeddings``.
+"""OpenAI embeddings over httpx2: ``POST {base_url}/embeddings``.
 
 The body is ``{"model", "input": [texts], "encoding_format": "float"[, "dimensions"]}`` plus
 the model's ``parameters``; the answer's ``data[i].embedding`` (a list of floats, or base64
@@ -15,7 +15,7 @@ import struct
 from collections.abc import Mapping
 from typing import ClassVar
 
-import httpx
+import httpx2
 import trio
 
 from .._core.ids import generate_id
@@ -46,9 +46,9 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
             ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``).
         pass_dimensions: send ``dimensions`` in the request.
         parameters: extra request keys.
-        http_client: an ``httpx.AsyncClient`` (never closed by the model); without one the
+        http_client: an ``httpx2.AsyncClient`` (never closed by the model); without one the
             model creates its own, closed by :meth:`aclose` / ``async with``.
-        read_timeout / connect_timeout: httpx timeouts of a client the model creates.
+        read_timeout / connect_timeout: httpx2 timeouts of a client the model creates.
         Other keyword arguments: see :class:`~trioagent.rag.EmbeddingModelBase`.
 
     Retried (``max_retries``, default 3): HTTP 408/409/429/5xx, connection errors and read
@@ -74,7 +74,7 @@ class OpenAIEmbeddingModel(HTTPClientOwner, EmbeddingModelBase):
         max_concurrency: int = 8,
         cache: EmbeddingCacheBase | None = None,
         timeout: float | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         read_timeout: float | None = 60.0,
         connect_timeout: float | None = 10.0,
     ) -> None:

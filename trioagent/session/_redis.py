@@ -21,6 +21,7 @@ import trio
 
 from .._core.ids import generate_timestamp
 from ..agent import AgentState
+from ..exception import MissingExtraError
 from ._store import (
     SessionConflictError,
     SessionCorruptError,
@@ -146,10 +147,8 @@ class RedisSessionStore:
         if self._url is not None and self._stack is None:
             try:
                 import coredis
-            except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise SessionStoreError(
-                    "RedisSessionStore needs coredis: pip install 'trioagent[redis]'"
-                ) from exc
+            except ImportError as exc:
+                raise MissingExtraError("RedisSessionStore", "redis", module="coredis") from exc
             stack = contextlib.AsyncExitStack()
             try:
                 client: coredis.Redis[bytes] = coredis.Redis.from_url(

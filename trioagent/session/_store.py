@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ..agent import AgentState
+from ..exception import TrioagentError
 from ..serialization import SerializationError, dumps, loads
 
 __all__ = [
@@ -37,7 +38,7 @@ __all__ = [
 MAX_SESSION_ID = 512
 
 
-class SessionStoreError(Exception):
+class SessionStoreError(TrioagentError):
     """A store could not do what was asked (unreachable, corrupt data, a bad name)."""
 
 

@@ -7,10 +7,12 @@ from typing import Any
 
 import attrs
 
+from ..exception import TrioagentError
+
 __all__ = ["Skill", "SkillFormatError", "SkillLoaderBase"]
 
 
-class SkillFormatError(ValueError):
+class SkillFormatError(TrioagentError, ValueError):
     """A ``SKILL.md`` that cannot be read as a skill (no frontmatter, frontmatter that is not
     YAML, a missing ``name`` or ``description``).  The message names the file and what is
     wrong."""

@@ -15,7 +15,6 @@ import os
 from typing import Any
 
 import trio
-import yaml
 
 from ._base import Skill, SkillFormatError, SkillLoaderBase
 
@@ -44,6 +43,8 @@ def parse_skill_markdown(text: str, source: str = SKILL_FILE) -> tuple[dict[str,
         raise SkillFormatError(
             f"{source}: the frontmatter block is never closed by '---'"
         ) from None
+    import yaml  # imported on first use, not with trioagent
+
     try:
         fields = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:

@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from .._core.copying import deep_copy
+from ..exception import TrioagentError
 from ..message import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from ..model import ChatModelBase, ChatResponse, ChatUsage, ChunkSink, StreamAccumulator
 from ..types import ToolChoice, generate_id
@@ -35,7 +36,7 @@ Step: TypeAlias = (
 )
 
 
-class ScriptError(AssertionError):
+class ScriptError(TrioagentError, AssertionError):
     """The script and the calls disagree: a call nobody scripted, or steps left unplayed."""
 
 

@@ -30,6 +30,7 @@ import trio.lowlevel
 
 from ..agent import Agent, AgentState, AgentTool
 from ..event import AgentEvent, ReplyEndEvent, agent_path
+from ..exception import TrioagentError
 from ..message import Msg, ToolCallBlock, ToolCallState, ToolResultBlock
 from ..serialization import dumps, loads
 
@@ -51,7 +52,7 @@ class CancelMode(enum.StrEnum):
     OUTER = "outer"  #: an enclosing cancel scope; ``trio.Cancelled`` must propagate
 
 
-class SweepViolation(AssertionError):
+class SweepViolation(TrioagentError, AssertionError):
     """A run broke one of the reply rules; the message names the rule and the point."""
 
 

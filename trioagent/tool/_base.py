@@ -28,8 +28,6 @@ import os
 import re
 from collections.abc import Mapping
 
-import jsonschema
-
 from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.emit import Emit as ChainEmit
@@ -272,6 +270,8 @@ class ToolBase:
             jsonschema.ValidationError: the metadata does not match.
         """
         if self.metadata_schema is not None and result.state == ToolResultState.SUCCESS:
+            import jsonschema  # imported on first use, not with trioagent
+
             jsonschema.validate(result.metadata, self.metadata_schema)
 
     # -- schema ------------------------------------------------------------------------------
@@ -322,6 +322,8 @@ class ToolBase:
                 f"Invalid input_schema: {schema!r}. Expected a JSON schema of the form "
                 '{"type": "object", "properties": {...}}.'
             )
+        import jsonschema  # imported on first use, not with trioagent
+
         try:
             jsonschema.validators.validator_for(schema).check_schema(schema)
         except jsonschema.SchemaError as exc:

@@ -40,12 +40,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
-import jsonschema
 import trio
 
 from .._core.concurrency import reraise_unwrapped
 from .._core.copying import deep_copy
 from .._core.json_types import JSONObject, JSONValue
+from ..exception import TrioagentError
 from ..message import DataBlock, TextBlock, ToolResultBlock, ToolResultState
 from ..permission import PermissionBehavior, PermissionContext, PermissionDecision
 from ._base import ToolBase, ToolMiddlewareBase
@@ -80,7 +80,7 @@ MAX_TOOL_NAME = 64
 _HASH_DIGITS = 8
 
 
-class MCPCallError(Exception):
+class MCPCallError(TrioagentError):
     """A call could not reach a result: a protocol error, a lost or broken connection.
 
     The text is what the model reads (after ``"Error occurred when calling MCP tool: "``); it
@@ -374,6 +374,8 @@ class MCPTool(ToolBase):
                 f"Tool call {result.id!r} of MCP tool {self.name!r} waits on no question of "
                 "its server."
             )
+        import jsonschema  # imported on first use, not with trioagent
+
         jsonschema.validate(result.metadata, ANSWER_SCHEMA)
 
     async def resume(self, call_id: str, answer: ToolResultBlock) -> ToolResponse:

@@ -81,6 +81,7 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal, NoReturn, Union, get_args, get_origin
 
 from .._core.json_types import JSONObject, JSONValue
+from ..exception import TrioagentError
 from ._schema import Definitions
 
 __all__ = [
@@ -120,7 +121,7 @@ _LENGTH_CONSTRAINTS = {
 _SHOWN_CHARS = 60
 
 
-class ConversionError(ValueError):
+class ConversionError(TrioagentError, ValueError):
     """A value that cannot be converted; ``errors`` has one readable line per problem."""
 
     def __init__(self, errors: list[str]) -> None:
@@ -128,7 +129,7 @@ class ConversionError(ValueError):
         super().__init__("; ".join(errors))
 
 
-class UnsupportedAnnotation(TypeError):
+class UnsupportedAnnotation(TrioagentError, TypeError):
     """An annotation no JSON value can satisfy (``socket.socket``).
 
     ``where`` names the fields leading to it (``["Endpoint.sock"]``) when it is nested in a

@@ -17,8 +17,6 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
-import jsonschema
-
 from .._core.callables import require_async
 from .._core.chain import Chain, Kwargs, Layer
 from .._core.copying import deep_copy
@@ -528,6 +526,8 @@ def _validator_for(schema: JSONObject) -> Any:
     if cached is not None and cached[0] is schema:
         _VALIDATORS.move_to_end(id(schema))
         return cached[1]
+    import jsonschema  # imported on first use, not with trioagent
+
     validator = jsonschema.validators.validator_for(schema)(schema)
     _VALIDATORS[id(schema)] = (schema, validator)
     if len(_VALIDATORS) > _MAX_VALIDATORS:
@@ -536,6 +536,8 @@ def _validator_for(schema: JSONObject) -> Any:
 
 
 def _validate_input(tool: ToolBase, tool_input: JSONObject) -> None:
+    import jsonschema  # imported on first use, not with trioagent
+
     validator = _validator_for(tool.input_schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
     if error is not None:

@@ -3,7 +3,7 @@
 
 * :class:`TTSModelBase` — standard mode (``synthesize(text)``) and realtime mode
   (``session()``: ``push`` text deltas, ``flush``), audio through ``emit`` callbacks.
-* :class:`OpenAITTSModel` — ``POST /audio/speech`` over httpx, streaming the body.
+* :class:`OpenAITTSModel` — ``POST /audio/speech`` over httpx2, streaming the body.
 * :class:`EspeakTTSModel` — local eSpeak NG (the ``espeak-ng`` program, or the
   ``espeakng-loader`` library through a bundled stand-in), no network.
 """

@@ -28,7 +28,7 @@ from ._base import TTSEmit, TTSError, TTSModelBase, TTSResponse
 
 __all__ = ["EspeakError", "EspeakNotFoundError", "EspeakTTSModel", "fix_wav_sizes"]
 
-INSTALL_HINT = "install it with `apt-get install espeak-ng`, or `pip install espeakng-loader`"
+INSTALL_HINT = "install it with `apt-get install espeak-ng`, or `pip install 'trioagent[espeak]'`"
 FALLBACK_MODULE = "trioagent.tts._espeak_cli"
 
 

@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except ImportError:
         print(
-            "espeakng-loader is not installed: pip install espeakng-loader "
+            "espeakng-loader is not installed: pip install 'trioagent[espeak]' "
             "(or install the espeak-ng program: apt-get install espeak-ng)",
             file=sys.stderr,
         )

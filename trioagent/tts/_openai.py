@@ -1,4 +1,4 @@
-"""OpenAI speech synthesis over httpx: ``POST {base_url}/audio/speech``.
+"""OpenAI speech synthesis over httpx2: ``POST {base_url}/audio/speech``.
 
 The body is ``{"model", "input", "voice", "response_format"[, "speed"][, "instructions"]}``
 and the answer is the audio itself.  With ``stream=True`` the body is read chunk by chunk as
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-import httpx
+import httpx2
 import trio
 
 from .._core.json_types import JSONObject, JSONValue
@@ -55,9 +55,9 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         instructions: how to speak (``gpt-4o-mini-tts`` only).
         extra_body: extra request keys.
         stream: emit the body chunk by chunk as it arrives.
-        http_client: an ``httpx.AsyncClient`` (never closed by the model); without one the
+        http_client: an ``httpx2.AsyncClient`` (never closed by the model); without one the
             model creates its own, closed by :meth:`aclose` / ``async with``.
-        timeout: total deadline of one synthesis in seconds (``None``: none); httpx's
+        timeout: total deadline of one synthesis in seconds (``None``: none); httpx2's
             ``read_timeout`` applies per read.
     """
 
@@ -74,7 +74,7 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
         instructions: str | None = None,
         extra_body: Mapping[str, JSONValue] | None = None,
         stream: bool = True,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         timeout: float | None = None,
         read_timeout: float | None = 60.0,
         connect_timeout: float | None = 10.0,
@@ -149,7 +149,7 @@ class OpenAITTSModel(HTTPClientOwner, TTSModelBase):
             else:
                 try:
                     body = await response.aread()
-                except httpx.TransportError as exc:
+                except httpx2.TransportError as exc:
                     raise error_from_transport(exc, phase="body") from exc
                 await handle(body)
         finally:

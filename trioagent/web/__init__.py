@@ -7,8 +7,17 @@
 * :class:`StopBus`, :class:`RedisStopBus` -- Stop requests that reach every server process.
 * :class:`AGUIRun` -- the event mapping of one run (for another transport).
 
-Needs the ``web`` extra: ``pip install 'trioagent[web]'``.
+Needs the ``web`` extra: ``pip install 'trioagent[web]'``; without it, importing this package
+raises :class:`~trioagent.exception.MissingExtraError` naming that command.
 """
+
+from ..exception import MissingExtraError
+
+try:
+    import ag_ui as _ag_ui  # noqa: F401  (only: is the extra installed?)
+    import hypercorn as _hypercorn  # noqa: F401
+except ImportError as exc:
+    raise MissingExtraError("trioagent.web", "web", module=exc.name or "ag_ui") from exc
 
 from ._agui import AGUIRun as AGUIRun
 from ._app import AGUIApp as AGUIApp

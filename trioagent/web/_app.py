@@ -31,6 +31,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._core.concurrency import reraise_unwrapped
 from ..agent import Agent, AgentState
 from ..event import AgentEvent
+from ..exception import TrioagentError
 from ..message import Msg
 from ..middleware import MiddlewareBase
 from ..pipeline import PipelineBase
@@ -67,7 +68,7 @@ SSE_HEADERS = [
 ]
 
 
-class HTTPError(Exception):
+class HTTPError(TrioagentError):
     """A request the app refuses, with its status."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -20,12 +20,13 @@ from ag_ui.core import RunAgentInput
 
 from ..agent import ReplyInputs
 from ..event import ConfirmResult, ExternalExecutionResultEvent, UserConfirmResultEvent
+from ..exception import TrioagentError
 from ..message import ToolCallBlock, ToolCallState, ToolResultBlock, ToolResultState, UserMsg
 
 __all__ = ["InputError", "reply_inputs"]
 
 
-class InputError(ValueError):
+class InputError(TrioagentError, ValueError):
     """A run the thread cannot take; ``conflict``: it does not fit the thread's state (409)."""
 
     def __init__(self, message: str, *, conflict: bool = False) -> None:

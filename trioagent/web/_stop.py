@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import trio
 
+from ..exception import MissingExtraError
+
 if TYPE_CHECKING:
     import coredis
 
@@ -59,8 +61,8 @@ class RedisStopBus:
     async def __aenter__(self) -> RedisStopBus:
         try:
             import coredis
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("RedisStopBus needs coredis: pip install 'trioagent[redis]'") from exc
+        except ImportError as exc:
+            raise MissingExtraError("RedisStopBus", "redis", module="coredis") from exc
         stack = contextlib.AsyncExitStack()
         try:
             client: coredis.Redis[str] = coredis.Redis.from_url(self._url, decode_responses=True)

@@ -13,6 +13,7 @@ import stat
 import trio
 
 from ..._core.json_types import JSONObject
+from ...exception import MissingExtraError
 from ...message import Base64Source, DataBlock, TextBlock
 from ...permission import PermissionBehavior, PermissionContext, PermissionDecision
 from .._base import ToolMiddlewareBase
@@ -218,7 +219,10 @@ class Read(PathRuleTool):
         """The ``pages`` of the PDF at ``path``: the document itself (only those pages) when
         the model accepts PDFs, else their text, page by page.  Parsing runs in a worker
         thread that a cancellation abandons (it has no side effects)."""
-        from pypdf import PdfReader, PdfWriter
+        try:
+            from pypdf import PdfReader, PdfWriter
+        except ImportError as exc:
+            raise MissingExtraError("reading PDF files", "pdf", module="pypdf") from exc
 
         raw = await read_bytes(path)
 
