@@ -75,6 +75,26 @@ def test_as_chat_model_takes_a_model_or_a_spec_and_names_the_fix() -> None:
         as_chat_model("gpt-4o", "fallback")
 
 
+async def test_the_agent_closes_a_model_it_built_from_a_spec_when_its_block_ends(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model built from a spec string is the agent's: leaving ``async with agent:`` closes
+    its client, so the kept-alive connection to the server ends; a model passed in stays
+    open for its owner."""
+    server = await nursery.start(serve_openai_compatible, ["Hello!", "Again!"])
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    async with Agent("a", "", "openai:gpt-4o") as agent:
+        await agent.reply(UserMsg("hi"))
+        assert server.open_connections == 1  # kept alive in the model's pool
+    with trio.fail_after(10):
+        await server.wait_all_closed()
+    async with server.chat_model() as model:
+        async with Agent("b", "", model) as other:
+            await other.reply(UserMsg("hi"))
+        assert server.open_connections == 1  # the caller's model: still open
+
+
 async def test_a_spec_string_is_taken_wherever_a_model_is(
     nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,8 @@ import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import trio
+
 from .._core.chain import Chain, Kwargs, Layer, returning_layer
 from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
@@ -68,6 +70,9 @@ __all__ = ["Agent"]
 
 logger = logging.getLogger("trioagent.agent")
 
+#: Seconds a cancelled ``async with agent:`` block gives a model it owns to close its client.
+_CLOSE_GRACE = 2.0
+
 
 class Agent:
     """A ReAct agent whose every step can be intercepted by middleware.
@@ -114,8 +119,11 @@ class Agent:
                 "Agent needs a chat model: a 'provider:model' string such as 'openai:gpt-4o' "
                 "or a model object such as OpenAIChatModel('gpt-4o') (trioagent.model)"
             )
-        model = as_chat_model(model, "Agent's model")
-        check_arguments(model, system_prompt, toolkit, state, model_config)
+        built = as_chat_model(model, "Agent's model")
+        check_arguments(built, system_prompt, toolkit, state, model_config)
+        # A model the agent built from a spec string is the agent's to close (``async with``).
+        self._own_model = built if isinstance(model, str) else None
+        model = built
         self.name = name
         self.system_prompt = system_prompt
         self.model = model
@@ -344,9 +352,18 @@ class Agent:
         """Cancel background tools still running; each records an interrupted result.
 
         Like leaving any nursery, this waits until every task has finished: a tool that
-        shields itself from cancellation holds the block open until it returns.
+        shields itself from cancellation holds the block open until it returns.  A model the
+        agent built from a ``"provider:model"`` string is closed too (its HTTP client and idle
+        connections); a model you passed in stays yours to close.
         """
-        await self._supervisor.close(exc)
+        try:
+            await self._supervisor.close(exc)
+        finally:
+            if self._own_model is not None:
+                # Shielded so a cancelled block still closes the sockets; closing idle
+                # connections is quick, and the deadline bounds it all the same.
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + _CLOSE_GRACE):
+                    await self._own_model.aclose()
 
     # -- the run and its exactly-once end ---------------------------------------------------------
 
