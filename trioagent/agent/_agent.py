@@ -14,8 +14,6 @@ import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import trio
-
 from .._core.chain import Chain, Kwargs, Layer, returning_layer
 from .._core.concurrency import is_cancellation
 from .._core.emit import Emit
@@ -70,9 +68,6 @@ __all__ = ["Agent"]
 
 logger = logging.getLogger("trioagent.agent")
 
-#: Seconds a cancelled ``async with agent:`` block gives a model it owns to close its client.
-_CLOSE_GRACE = 2.0
-
 
 class Agent:
     """A ReAct agent whose every step can be intercepted by middleware.
@@ -119,14 +114,12 @@ class Agent:
                 "Agent needs a chat model: a 'provider:model' string such as 'openai:gpt-4o' "
                 "or a model object such as OpenAIChatModel('gpt-4o') (trioagent.model)"
             )
-        built = as_chat_model(model, "Agent's model")
-        check_arguments(built, system_prompt, toolkit, state, model_config)
-        # A model the agent built from a spec string is the agent's to close (``async with``).
-        self._own_model = built if isinstance(model, str) else None
-        model = built
+        self.model = as_chat_model(model, "Agent's model")
+        check_arguments(self.model, system_prompt, toolkit, state, model_config)
+        # A model built from a spec string is the agent's: `async with agent:` closes it.
+        self._supervisor = Supervisor(self.model if isinstance(model, str) else None)
         self.name = name
         self.system_prompt = system_prompt
-        self.model = model
         self.toolkit = toolkit if toolkit is not None else Toolkit()
         self.state = state if state is not None else AgentState()
         self.model_config = model_config if model_config is not None else ModelConfig()
@@ -160,7 +153,6 @@ class Agent:
             returning_layer(functools.partial(mw.on_compress_context, self))
             for mw in using("on_compress_context")
         ]
-        self._supervisor = Supervisor()
         self._compressor = Compressor(self)
         self._reasoner = Reasoner(
             self,
@@ -353,17 +345,9 @@ class Agent:
 
         Like leaving any nursery, this waits until every task has finished: a tool that
         shields itself from cancellation holds the block open until it returns.  A model the
-        agent built from a ``"provider:model"`` string is closed too (its HTTP client and idle
-        connections); a model you passed in stays yours to close.
+        agent built from a ``"provider:model"`` string is closed too; yours stay open.
         """
-        try:
-            await self._supervisor.close(exc)
-        finally:
-            if self._own_model is not None:
-                # Shielded so a cancelled block still closes the sockets; closing idle
-                # connections is quick, and the deadline bounds it all the same.
-                with trio.CancelScope(shield=True, deadline=trio.current_time() + _CLOSE_GRACE):
-                    await self._own_model.aclose()
+        await self._supervisor.close(exc)
 
     # -- the run and its exactly-once end ---------------------------------------------------------
 

@@ -23,6 +23,7 @@ from .._core.emit import Emit
 from ..event import AgentEvent, HintBlockEvent
 from ..exception import DeveloperOrientedException
 from ..message import HintBlock, TextBlock, ToolCallBlock, ToolResultState
+from ..model import ChatModelBase, close_owned_model
 from ..tool import ToolBase, ToolChunk, ToolResponse
 from ._state import AgentState
 
@@ -102,9 +103,13 @@ class BackgroundToolHandle:
 
 
 class Supervisor:
-    """The agent's supervision scope: a nursery for background tools and their results."""
+    """The agent's supervision scope: a nursery for background tools and their results.
 
-    def __init__(self) -> None:
+    ``owned_model`` is a model the agent built from a spec string: closing the scope closes it.
+    """
+
+    def __init__(self, owned_model: ChatModelBase | None = None) -> None:
+        self._owned_model = owned_model
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
         self.handles: dict[str, BackgroundToolHandle] = {}
@@ -132,6 +137,9 @@ class Supervisor:
             # The nursery wraps what the `async with agent:` body raised (a Cancelled, a
             # ValueError from reply()) in a group; hand the caller the plain exception.
             reraise_unwrapped(group)
+        finally:
+            if self._owned_model is not None:
+                await close_owned_model(self._owned_model)
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> bool:
         """Run ``fn(*args)`` as a task of the supervision nursery; ``False`` when it is closed."""

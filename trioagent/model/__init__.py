@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         credential_from_spec as credential_from_spec,
     )
     from ._response import ChatResponse as ChatResponse, ChatUsage as ChatUsage
-    from ._spec import as_chat_model as as_chat_model
+    from ._spec import as_chat_model as as_chat_model, close_owned_model as close_owned_model
     from ._structured import StructuredResponse as StructuredResponse
     from ._xai import XAIChatModel as XAIChatModel, XAIChatParameters as XAIChatParameters
 
@@ -106,6 +106,7 @@ if not TYPE_CHECKING:
             "XAIChatModel": "._xai",
             "XAIChatParameters": "._xai",
             "as_chat_model": "._spec",
+            "close_owned_model": "._spec",
             "chat_model_from_spec": "._registry",
             "credential_from_spec": "._registry",
             "flatten_json_schema": ".._json_repair",
@@ -150,6 +151,7 @@ __all__ = [
     "XAIChatParameters",
     "as_chat_model",
     "chat_model_from_spec",
+    "close_owned_model",
     "credential_from_spec",
     "flatten_json_schema",
     "json_loads_with_repair",

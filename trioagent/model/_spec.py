@@ -6,9 +6,14 @@ provider: the registry, which does, is imported only when a string is given.
 
 from __future__ import annotations
 
+import trio
+
 from ._base import ChatModelBase
 
-__all__ = ["as_chat_model"]
+__all__ = ["as_chat_model", "close_owned_model"]
+
+#: Seconds a model built from a spec is given to close its client in a cancelled scope.
+CLOSE_GRACE = 2.0
 
 
 def as_chat_model(model: ChatModelBase | str, what: str = "model") -> ChatModelBase:
@@ -36,3 +41,14 @@ def as_chat_model(model: ChatModelBase | str, what: str = "model") -> ChatModelB
         f"'provider:model' string such as 'openai:gpt-4o' (see chat_model_from_spec); "
         f"got {type(model).__name__}"
     )
+
+
+async def close_owned_model(model: ChatModelBase) -> None:
+    """Close a model its owner built from a spec string, even in a cancelled scope.
+
+    Its HTTP client and kept-alive connections end with the owner (``async with agent:``).
+    """
+    # Shielded so a cancelled owner still closes the sockets; closing idle connections is
+    # quick, and the deadline bounds it all the same.
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_GRACE):
+        await model.aclose()
