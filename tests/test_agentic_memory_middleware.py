@@ -935,14 +935,22 @@ async def test_retrieval_running_when_the_reply_parks_is_cancelled_and_not_resta
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     state = {"asked": 0, "cancelled": 0}
+    retrieving = trio.Event()
 
     async def stuck(request: ScriptedRequest) -> ChatResponse:
         state["asked"] += 1
+        retrieving.set()
         try:
             await trio.sleep_forever()
         finally:
             state["cancelled"] += 1
         raise AssertionError("unreachable")
+
+    async def ask_once_retrieving(request: ScriptedRequest) -> list[ChatResponse]:
+        # The reply parks only after the retrieval started: otherwise trio's scheduling order
+        # decides whether the retrieval ever ran before the park cancelled it.
+        await retrieving.wait()
+        return call("ask")
 
     backend = MemBackend({"/w/Memory/user_profile.md": (SHORT_PROFILE.encode(), time.time())})
     mw, retrieval_model = middleware("/w", [stuck], backend=backend)
@@ -953,7 +961,7 @@ async def test_retrieval_running_when_the_reply_parks_is_cancelled_and_not_resta
         return "asked"
 
     toolkit.register_function(ask)  # no permission: the engine asks the user
-    agent, _ = make_agent([call("ask"), text("done")], toolkit=toolkit, middlewares=[mw])
+    agent, _ = make_agent([ask_once_retrieving, text("done")], toolkit=toolkit, middlewares=[mw])
     rec = Recorder()
     await agent.reply(user("job?"), on_event=rec)
     parked = rec.events[-1]

@@ -46,6 +46,7 @@ SLOW_REPLIES = 3
 #: Cancellations and schedule points of the floor rows (the runtimes alone, no agent).
 FLOOR_CANCELS = 1_000
 FLOOR_CHECKPOINTS = 50_000
+FLOOR_SCOPES = 20_000
 #: SSE events the server writes per socket write, and the pause between two writes.
 HTTP_EVENTS_PER_WRITE = 4
 HTTP_WRITE_PAUSE = 0.004
@@ -86,6 +87,13 @@ ROWS: list[Row] = [
     Row(
         "checkpoint_floor",
         "floor: one schedule point, bare runtime (trio / asyncio.sleep(0))",
+        "us",
+        False,
+    ),
+    Row(
+        "scope_floor",
+        "floor: a deadline scope entered and left, bare runtime (shielded trio "
+        "CancelScope / asyncio.timeout)",
         "us",
         False,
     ),

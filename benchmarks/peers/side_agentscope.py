@@ -269,6 +269,16 @@ async def checkpoint_floor() -> float:
     return R.elapsed(start) / R.FLOOR_CHECKPOINTS * 1e6
 
 
+async def scope_floor() -> float:
+    """asyncio alone: CPU time of entering and leaving a deadline scope (``asyncio.timeout``)."""
+    loop = asyncio.get_running_loop()
+    start = R.clock()
+    for _ in range(R.FLOOR_SCOPES):
+        async with asyncio.timeout_at(loop.time() + 5):
+            pass
+    return R.elapsed(start) / R.FLOOR_SCOPES * 1e6
+
+
 async def short_replies(history_size: int, replies: int) -> float:
     model = ScriptModel()
     agent = make_agent(model)
@@ -380,6 +390,7 @@ def main() -> None:
             ),
             "cancel_floor": one(cancel_floor, "cancel_floor"),
             "checkpoint_floor": one(checkpoint_floor, "checkpoint_floor"),
+            "scope_floor": one(scope_floor, "scope_floor"),
             "http_cpu": one(lambda: http_cpu(port), "http_cpu"),
             "http_many_cpu,http_many_ttft_p99,http_many_rss": lambda: asyncio.run(http_many(port)),
             "slow_consumer": one(slow_consumer, "slow_consumer"),

@@ -315,10 +315,15 @@ class Agent:
         Compresses when the next request would pass ``trigger_ratio`` of the model's context
         size (``context_config`` overrides the agent's for this check).
         """
-        reply = self._reply
-        model_input = reply.model_input if reply is not None else None
-        if model_input is None:
-            model_input = await self._reasoner.model_input(self._tools_of(reply))
+        model_input = await self._reasoner.model_input(self._tools_of(self._reply))
+        await self._compress(model_input, context_config, instructions)
+
+    async def _compress(
+        self,
+        model_input: ModelInput,
+        context_config: ContextConfig | None = None,
+        instructions: str | None = None,
+    ) -> None:
         core = functools.partial(self._compress_core, model_input)
         kwargs = {"context_config": context_config, "instructions": instructions}
         await Chain(self._compress_layers, core).result(kwargs)
@@ -581,13 +586,9 @@ class Agent:
             self.state.append_context(self.name, [step.hint])
         await self._supervisor.deliver_results(self.state, self.name, emit)
         model_input = await self._reasoner.model_input(run.tools)
-        run.model_input = model_input
-        try:
-            await self.compress_context()
-            await self._injector.inject(model_input, emit)
-            return await self._reasoner.step(run, model_input, step.tool_choice, emit)
-        finally:
-            run.model_input = None
+        await self._compress(model_input)
+        await self._injector.inject(model_input, emit)
+        return await self._reasoner.step(run, model_input, step.tool_choice, emit)
 
     # -- inputs ---------------------------------------------------------------------------------
 

@@ -287,6 +287,8 @@ def _limit_images(context: list[Msg], cfg: ContextConfig) -> None:
     found: list[tuple[list[Any], int, DataBlock, bool]] = []
     for msg in context:
         for index, block in enumerate(msg.content):
+            if type(block) is TextBlock:  # most blocks: nothing to look into
+                continue
             if isinstance(block, DataBlock) and block.source.media_type.startswith("image/"):
                 found.append((msg.content, index, block, msg.role != "user"))
             nested = (

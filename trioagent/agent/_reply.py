@@ -176,7 +176,6 @@ class Reply:
         "final_msg",
         "grace",
         "made_progress",
-        "model_input",
         "outcome",
         "parked",
         "reply_id",
@@ -208,9 +207,6 @@ class Reply:
         self.failure: BaseException | None = None
         #: Whether reasoning or acting ran since the last end event was dropped.
         self.made_progress = True
-        #: The model input of the current reasoning step, for ``Agent.compress_context()`` called
-        #: from a hook during it (``None`` between steps; the reasoner gets it as an argument).
-        self.model_input: ModelInput | None = None
 
     async def deliver(self, item: ReplyItem) -> None:
         """The outermost sink: enforce "one end, last" and pass items to the consumer."""

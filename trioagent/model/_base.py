@@ -29,10 +29,11 @@ memory channel, and coalesce when the puller lags.
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, TypeAlias, TypedDict
+from typing import ClassVar, Self, TypeAlias, TypedDict
 
 import attrs
 import httpx2
@@ -61,7 +62,6 @@ from ._response import ChatResponse, finished_reason_of
 from ._structured import (
     StructuredModel,
     StructuredResponse,
-    call_kwargs,
     generate_structured_output,
 )
 
@@ -168,6 +168,8 @@ class ChatModelBase(HTTPClientOwner):
     type: ClassVar[str] = "chat_model"
     #: The provider's name in error messages (default: :attr:`type` without ``_chat``).
     provider_name: ClassVar[str] = ""
+    #: Extra request-body keys of every call (see :meth:`_with_request_keys`).
+    _request_keys: JSONObject = {}  # noqa: RUF012 - never mutated: copies replace it
 
     def __init__(
         self,
@@ -264,11 +266,17 @@ class ChatModelBase(HTTPClientOwner):
         """Whether a provider error means "this request shape was rejected" (HTTP 400)."""
         return isinstance(exc, ModelInvalidRequestError) and exc.status_code == 400
 
-    @staticmethod
-    def _call_kwargs() -> JSONObject:
-        """Extra request-body keys set for the current call (structured output's
-        disable-thinking step, say)."""
-        return call_kwargs()
+    def _call_kwargs(self) -> JSONObject:
+        """Extra request-body keys of this call (a copy; structured output's
+        disable-thinking step sets them on a copy of the model made for that call)."""
+        return dict(self._request_keys)
+
+    def _with_request_keys(self, keys: JSONObject) -> Self:
+        """A shallow copy of this model whose requests also carry ``keys`` (for one call:
+        it shares this model's HTTP client and never closes it)."""
+        clone = copy.copy(self)
+        clone._request_keys = {**self._request_keys, **keys}
+        return clone
 
     def _redact(self, text: str) -> str:
         """``text`` with the credential's secret replaced by ``***`` (for error messages)."""
@@ -557,9 +565,10 @@ class ChatModelBase(HTTPClientOwner):
         """
 
         async def call(
-            prompt: list[Msg], tools: list[JSONObject], choice: ToolChoice | None
+            prompt: list[Msg], tools: list[JSONObject], choice: ToolChoice | None, keys: JSONObject
         ) -> ChatResponse:
-            return await self._run_call(_Call(prompt, tools, choice, None))
+            model = self._with_request_keys(keys) if keys else self
+            return await model._run_call(_Call(prompt, tools, choice, None))
 
         return await generate_structured_output(
             messages,

@@ -9,7 +9,6 @@ for the duration of one call through :func:`call_kwargs`.
 from __future__ import annotations
 
 import builtins
-import contextvars
 import copy
 import logging
 from collections.abc import Awaitable, Callable
@@ -28,7 +27,6 @@ from ._response import ChatResponse, ChatUsage
 __all__ = [
     "StructuredModel",
     "StructuredResponse",
-    "call_kwargs",
     "generate_structured_output",
 ]
 
@@ -40,17 +38,6 @@ _STRUCTURED_REMINDER = (
     "generate the structured output required by the user. DON'T do anything else."
     "</system-reminder>"
 )
-
-#: Extra request-body keys for the current call (the structured-output ``no_think`` strategy
-#: sets the provider's disable-thinking kwargs here; providers merge them into the body).
-_CALL_KWARGS: contextvars.ContextVar[JSONObject | None] = contextvars.ContextVar(
-    "trioagent_model_call_kwargs", default=None
-)
-
-
-def call_kwargs() -> JSONObject:
-    """Extra request-body keys set for the current call (a copy; empty outside one)."""
-    return dict(_CALL_KWARGS.get() or {})
 
 
 class StructuredModel(Protocol):
@@ -78,8 +65,11 @@ class StructuredResponse:
     )
 
 
-#: One model call of a strategy: (messages, tools, tool choice) -> the complete response.
-ModelCall = Callable[[list[Msg], list[JSONObject], ToolChoice | None], Awaitable[ChatResponse]]
+#: One model call of a strategy: (messages, tools, tool choice, extra request-body keys) ->
+#: the complete response.
+ModelCall = Callable[
+    [list[Msg], list[JSONObject], ToolChoice | None, JSONObject], Awaitable[ChatResponse]
+]
 
 
 async def generate_structured_output(
@@ -100,7 +90,7 @@ async def generate_structured_output(
     failing with :class:`~trioagent.exception.StructuredOutputError` or an error for which
     ``is_fallback_error`` holds moves to the next; other errors propagate at once.  An
     explicit ``tool_choice`` is used alone.  ``call`` makes one model call (nothing is
-    emitted); cancellation propagates.
+    emitted) with the strategy's extra request-body keys; cancellation propagates.
     """
     if not messages:
         raise ValueError("generate_structured_output needs at least one message")
@@ -144,9 +134,8 @@ async def generate_structured_output(
     first_error: Exception | None = None
     last_error: Exception | None = None
     for name, extra, choice in strategies:
-        token = _CALL_KWARGS.set({**(_CALL_KWARGS.get() or {}), **extra})
         try:
-            response = await call(prompt, tools, choice)
+            response = await call(prompt, tools, choice, extra)
             result = _parse_structured(response, schema, structured_model, model)
         except Exception as exc:
             first_error = first_error or exc
@@ -157,8 +146,6 @@ async def generate_structured_output(
                 logger.debug("structured output strategy %r failed: %s", name, exc)
                 continue
             raise
-        finally:
-            _CALL_KWARGS.reset(token)
         if name not in ("forced", "explicit"):
             logger.info("structured output for %r used strategy %r", model, name)
         return result
