@@ -159,21 +159,27 @@ class Handoff(Generic[T]):
         return item
 
     async def get(self) -> T:
-        """The next item, waiting for one if none is queued (a queued item is taken without
-        a schedule point: the caller decides how often to pass one).
+        """The next item, waiting for one if none is queued.  A checkpoint, like
+        ``MemoryReceiveChannel.receive()``: a cancellation never loses an item.
 
         Raises:
             trio.EndOfChannel: the producers closed the handoff and every item was taken.
             trio.ClosedResourceError: the receiver has left.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waited = False
         while True:
             try:
-                return self.get_nowait()
+                item = self.get_nowait()
             except trio.WouldBlock:
                 pass
             except trio.EndOfChannel:
-                await trio.lowlevel.checkpoint()
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 raise
+            else:
+                if not waited:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                return item
             if self._receiver is not None:
                 raise trio.BusyResourceError("another task is already waiting on this handoff")
             self._receiver = trio.lowlevel.current_task()
@@ -183,6 +189,7 @@ class Handoff(Generic[T]):
                 return trio.lowlevel.Abort.SUCCEEDED
 
             await trio.lowlevel.wait_task_rescheduled(abort)
+            waited = True
 
     def close_receiver(self) -> None:
         """The receiver leaves: what is queued is dropped, later puts raise

@@ -132,8 +132,6 @@ class ReplyStream:
                 return handoff.get_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 pass
-        else:
-            await trio.lowlevel.checkpoint()
         try:
             return await handoff.get()
         except trio.EndOfChannel:
