@@ -102,7 +102,20 @@ async def test_a_producer_that_waits_hands_its_items_over_first(
     assert seen == [0, 1, 2, 3, 4]
 
 
-async def test_held_items_are_handed_over_after_max_steps_of_a_runnable_producer() -> None:
+@pytest.mark.parametrize(
+    ("step_cost", "most_steps"),
+    [
+        # Cheap steps: the item goes after MAX_STEPS of them.
+        (0.0, MAX_STEPS + 2),
+        # Real clock, each step burning 2 ms (more than MAX_DELAY): the item goes at the first
+        # clock reading (every eighth step), long before MAX_STEPS.
+        (0.002, 10),
+    ],
+    ids=["max-steps", "max-delay"],
+)
+async def test_held_items_are_handed_over_while_the_producer_stays_runnable(
+    step_cost: float, most_steps: int
+) -> None:
     handoff = Handoff[int](256)
     got = trio.Event()
     steps_before_delivery: list[int] = []
@@ -112,6 +125,8 @@ async def test_held_items_are_handed_over_after_max_steps_of_a_runnable_producer
         steps = 0
         while not got.is_set():  # runnable, and no further items
             steps += 1
+            if step_cost:
+                time.sleep(step_cost)  # a producer busy on the CPU
             await trio.lowlevel.checkpoint()
         steps_before_delivery.append(steps)
         handoff.close()
@@ -125,36 +140,7 @@ async def test_held_items_are_handed_over_after_max_steps_of_a_runnable_producer
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(produce)
     handoff.close_receiver()
-    assert 1 <= steps_before_delivery[0] <= MAX_STEPS + 2
-
-
-async def test_held_items_are_handed_over_after_max_delay_of_a_busy_producer() -> None:
-    # Real clock: each step of the producer burns 2 ms, more than MAX_DELAY, so the item
-    # goes at the first clock reading (every eighth step), long before MAX_STEPS.
-    handoff = Handoff[int](256)
-    got = trio.Event()
-    steps_before_delivery: list[int] = []
-
-    async def produce() -> None:
-        handoff.put_nowait(0)
-        steps = 0
-        while not got.is_set():
-            steps += 1
-            time.sleep(0.002)  # a producer busy on the CPU
-            await trio.lowlevel.checkpoint()
-        steps_before_delivery.append(steps)
-        handoff.close()
-
-    async def receive() -> None:
-        assert await handoff.get() == 0
-        got.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(receive)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(produce)
-    handoff.close_receiver()
-    assert steps_before_delivery[0] <= 10
+    assert 1 <= steps_before_delivery[0] <= most_steps
 
 
 async def test_items_of_a_producer_that_ends_without_closing_are_handed_over() -> None:
