@@ -38,9 +38,10 @@ from trioagent.tool import Toolkit
 
 
 class ScriptModel(ScriptedModel):
-    """Plays prebuilt chunk lists, one per call: ``yield_each`` checkpoints per chunk (what
-    ``ScriptedModel`` does), else the chunks go out as a burst; ``stall`` waits forever after
-    the chunks (until cancelled)."""
+    """Plays prebuilt chunk lists, one per call: ``yield_each`` passes a schedule point before
+    each chunk, else the chunks go out as a burst; ``stall`` waits forever after the chunks
+    (until cancelled).  Exactly what ``side_agentscope.py``'s model does: no schedule point for
+    the request itself (``ScriptedModel`` has one)."""
 
     yield_each = True
     stall = False
@@ -50,11 +51,11 @@ class ScriptModel(ScriptedModel):
         super().__init__(record_requests=False)
 
     async def _stream_api(self, messages: Any, tools: Any, tool_choice: Any, send: Any) -> None:
-        if self.yield_each:
-            await super()._stream_api(messages, tools, tool_choice, send)
-        else:
-            for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
-                await send(chunk)  # no checkpoint between chunks: a burst
+        yield_each = self.yield_each
+        for chunk in await self._next_step(messages, tools, tool_choice):  # type: ignore[union-attr]
+            if yield_each:
+                await trio.lowlevel.checkpoint()
+            await send(chunk)  # the accumulator never mutates the chunks it is given
         if self.stall:
             await trio.sleep_forever()
 

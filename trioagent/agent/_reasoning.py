@@ -229,8 +229,9 @@ class Reasoner:
             closing: list[ReplyItem] = [*unstreamed, *converter.finish()]
             if is_cancellation(exc):
                 partial = completed or ChatResponse(content=[])
-                interrupted = attrs.evolve(partial, finished_reason=FinishedReason.INTERRUPTED)
-                closing.extend(self._save_response(interrupted))
+                if partial.finished_reason != FinishedReason.INTERRUPTED:
+                    partial = attrs.evolve(partial, finished_reason=FinishedReason.INTERRUPTED)
+                closing.extend(self._save_response(partial))
             await reply.hand_over(emit, closing)
             raise
         if completed is None:
