@@ -9,8 +9,9 @@ import trio.lowlevel
 import trio.testing
 from agent_kit import make_agent, user
 
+from trioagent.agent import Agent
 from trioagent.event import AgentEvent, EventType
-from trioagent.testing import ScriptedModel, text_chunks
+from trioagent.testing import ScriptedModel, cancel_sweep, text_chunks
 
 
 class StepCounter(trio.abc.Instrument):
@@ -73,3 +74,47 @@ async def test_the_stream_as_a_receive_channel() -> None:
     assert first.type == EventType.REPLY_START
     assert rest[-1].type == EventType.REPLY_END
     assert reply.result.get_text_content() == "one two"
+
+
+async def test_sweep_a_pulled_reply_whose_events_are_held(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # No chunk delay: the model never waits, so the reply task stays runnable and its events
+    # are held in batches when each interrupt lands (interrupt mode pulls agent.stream()).
+    chunks = [f"w{i} " for i in range(100)]
+
+    def build() -> Agent:
+        return make_agent([text_chunks(*chunks)])
+
+    report = await cancel_sweep(build, user, mode="interrupt")
+    assert report.points > 100
+    interrupted = [
+        r for r in report.runs if r.end is not None and r.end.finished_reason == "interrupted"
+    ]
+    assert len(interrupted) > 50
+    for run in interrupted:
+        deltas = "".join(
+            e.delta  # type: ignore[attr-defined]
+            for e in run.events
+            if e.type == EventType.TEXT_BLOCK_DELTA
+        )
+        assert "".join(chunks).startswith(deltas)  # nothing lost or reordered on the way
+        assert run.msg is not None
+        assert run.msg.finished_reason == "interrupted"
+        answers = [m for m in run.agent.state.context if m.role == "assistant"]
+        saved = answers[-1].get_text_content() if answers else ""
+        assert saved == deltas  # the partial the consumer saw is the partial saved
+
+
+async def test_leaving_the_block_while_events_are_held_interrupts_the_reply() -> None:
+    agent = make_agent([text_chunks(*[f"w{i} " for i in range(300)])])
+    seen = 0
+    async with agent.stream(user()) as reply:
+        async for event in reply:
+            seen += 1
+            if event.type == EventType.TEXT_BLOCK_DELTA:
+                break  # the rest of the first batch is still queued, more are held
+    assert reply.msg is not None
+    assert reply.msg.finished_reason == "interrupted"
+    assert not agent.is_replying
+    assert seen < 300
