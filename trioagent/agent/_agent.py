@@ -207,16 +207,10 @@ class Agent:
             ReplyInterruptedError: after ``interrupt()``, when
                 ``react_config.interruption_raise_cancelled_error`` is set.
         """
-        consumer = None
         if on_event is not None:
             check_on_event(on_event)
-
-            async def consumer(item: ReplyItem) -> None:
-                if not isinstance(item, Msg):
-                    await on_event(item)
-
-        with relaying(consumer):
-            run = await self._run_reply(inputs, structured_schema, consumer)
+        with relaying(on_event):
+            run = await self._run_reply(inputs, structured_schema, None, on_event=on_event)
         return self._final_msg(run)
 
     def stream(self, inputs: ReplyInputs = None, *, structured_schema: Any = None) -> ReplyStream:
@@ -374,11 +368,12 @@ class Agent:
         structured_schema: Any,
         consumer: Emit[ReplyItem] | None,
         on_registered: Callable[[], object] | None = None,
+        on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
     ) -> Reply:
         if self._reply is not None:
             raise RuntimeError(f"agent {self.name!r} is already replying; one reply at a time")
         check_reply_call(inputs, structured_schema)  # a bad input changes nothing
-        run = Reply(consumer, self.toolkit, self.react_config.interrupt_grace)
+        run = Reply(consumer, self.toolkit, self.react_config.interrupt_grace, on_event)
         self._reply = run
         if on_registered is not None:
             # From here on interrupt() reaches this run (ReplyStream waits for this point).

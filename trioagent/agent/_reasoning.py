@@ -336,6 +336,16 @@ class Reasoner:
         models = [agent.model]
         if agent.model_config.fallback_model is not None:
             models.append(agent.model_config.fallback_model)
+        if len(models) == 1 and not agent.model_config.max_retries:
+            # One attempt, nothing to retry: the chain's sink is the step's own.
+            kwargs = {
+                "current_model": agent.model,
+                "messages": messages,
+                "tools": tools,
+                "tool_choice": tool_choice,
+            }
+            await self._model_call.run(kwargs, sink)
+            return
         last_error: Exception | None = None
         for model in models:
             for attempt in range(agent.model_config.max_retries + 1):

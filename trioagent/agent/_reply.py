@@ -169,7 +169,8 @@ class Reply:
     __slots__ = (
         "_budget_spent",
         "_cleanup_deadline",
-        "_consumer",
+        "_event_sink",
+        "_msg_sink",
         "end",
         "exit_msg",
         "failure",
@@ -185,8 +186,16 @@ class Reply:
         "tools",
     )
 
-    def __init__(self, consumer: Consumer | None, toolkit: Toolkit, grace: float) -> None:
-        self._consumer = consumer
+    def __init__(
+        self,
+        consumer: Consumer | None,
+        toolkit: Toolkit,
+        grace: float,
+        on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
+    ) -> None:
+        #: Where the items go: every item (``consumer``), or the events only (``on_event``).
+        self._msg_sink = consumer
+        self._event_sink = on_event if on_event is not None else consumer
         #: ``react_config.interrupt_grace`` when the reply started: the budget of its cleanup.
         self.grace = grace
         self._cleanup_deadline: float | None = None
@@ -212,15 +221,18 @@ class Reply:
         """The outermost sink: enforce "one end, last" and pass items to the consumer."""
         if isinstance(item, Msg):
             self.final_msg = item
-        elif self.end is not None:
+            if self._msg_sink is not None:
+                await self._msg_sink(item)
+            return
+        if self.end is not None:
             logger.warning("dropping %s emitted after the reply's end event", type(item).__name__)
             return
-        elif isinstance(item, ReplyEndEvent):
+        if isinstance(item, ReplyEndEvent):
             self.end = item
         elif isinstance(item, ReplyStartEvent):
             self.started = True
-        if self._consumer is not None:
-            await self._consumer(item)
+        if self._event_sink is not None:
+            await self._event_sink(item)
 
     def cleanup_deadline(self) -> float:
         """When the reply's cleanup must be over: one ``grace`` after it began.
