@@ -2,8 +2,8 @@
 
 The model is asked to call a ``generate_structured_output`` tool whose parameters are the
 schema; its arguments are repaired and validated.  Several request shapes are tried, best
-first (:func:`generate_structured_output`); the disable-thinking step adds provider body keys
-for the duration of one call through :func:`call_kwargs`.
+first (:func:`generate_structured_output`); the disable-thinking step passes the provider's
+body keys to its one call as an argument (the model makes that call on a copy carrying them).
 """
 
 from __future__ import annotations
